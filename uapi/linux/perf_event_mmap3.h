@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * PERF_RECORD_MMAP3: userspace view of the mmap3 perf ABI.
+ *
+ * This header compiles on any Linux system, including ones whose
+ * <linux/perf_event.h> predates mmap3: every name here carries a PERF_MMAP3_
+ * prefix so it never collides with the kernel's own definitions, and
+ * tests/uapi_check.c proves at build time that the values agree with what the
+ * kernel series adds to include/uapi/linux/perf_event.h.
+ *
+ * Never set the attr bit on a kernel that does not advertise mmap3: read
+ * PERF_MMAP3_CAP_PATH first.  On a kernel without mmap3 the bit is a reserved
+ * bit and perf_event_open() fails with EINVAL; newer upstream kernels assign
+ * other meanings to low reserved bits and record types, which is why mmap3
+ * uses the highest ones.
+ */
+#ifndef _UAPI_LINUX_PERF_EVENT_MMAP3_H
+#define _UAPI_LINUX_PERF_EVENT_MMAP3_H
+
+#include <linux/types.h>
+#include <linux/perf_event.h>
+
+/* Record type of PERF_RECORD_MMAP3 (enum perf_event_type). */
+#define PERF_MMAP3_RECORD_TYPE		63
+
+/*
+ * perf_event_attr.mmap3 is bit 63 of the flags word that follows read_format
+ * (the word holding disabled, inherit, ..., sigtrap).  Use
+ * perf_mmap3_attr_set() when <linux/perf_event.h> has no mmap3 field.
+ */
+#define PERF_MMAP3_ATTR_BIT		63
+#define PERF_MMAP3_ATTR_FLAGS_OFFSET	40
+
+/*
+ * Capability file.  Present only on kernels with mmap3; it reads as the ABI
+ * version, currently PERF_MMAP3_ABI_VERSION.
+ */
+#define PERF_MMAP3_CAP_PATH		"/proc/sys/kernel/perf_event_mmap3"
+#define PERF_MMAP3_ABI_VERSION		1
+
+/* Largest build-id the record carries; shorter ones are zero padded. */
+#define PERF_MMAP3_BUILD_ID_MAX		20
+
+/* perf_mmap3_record.build_id_status */
+enum perf_mmap3_build_id_status {
+	PERF_MMAP3_BUILD_ID_FOUND	= 0, /* build_id[0..size) is valid */
+	PERF_MMAP3_BUILD_ID_NO_NOTE	= 1, /* ELF without NT_GNU_BUILD_ID */
+	PERF_MMAP3_BUILD_ID_NOT_ELF	= 2, /* file is not an ELF image */
+	PERF_MMAP3_BUILD_ID_MALFORMED	= 3, /* ELF headers or notes invalid */
+	PERF_MMAP3_BUILD_ID_IO_ERROR	= 4, /* reading the file failed */
+	PERF_MMAP3_BUILD_ID_NO_FILE	= 5, /* anonymous or special mapping */
+	PERF_MMAP3_BUILD_ID_REFUSED	= 6, /* not a regular file, secretmem */
+	PERF_MMAP3_BUILD_ID_UNAVAILABLE	= 7, /* not captured at map time */
+};
+
+/*
+ * Layout of a PERF_RECORD_MMAP3 record.  Everything PERF_RECORD_MMAP2 carries
+ * without the build-id union, then the build-id with its size and status.
+ * The filename is NUL terminated and padded to 8 bytes; struct sample_id
+ * follows it when attr.sample_id_all is set.
+ */
+struct perf_mmap3_record {
+	struct perf_event_header header;
+	__u32	pid, tid;
+	__u64	addr;
+	__u64	len;
+	__u64	pgoff;
+	__u32	maj;
+	__u32	min;
+	__u64	ino;
+	__u64	ino_generation;
+	__u32	prot, flags;
+	__u8	build_id_size;
+	__u8	build_id_status;
+	__u16	__reserved_1;
+	__u8	build_id[PERF_MMAP3_BUILD_ID_MAX];
+	char	filename[];
+};
+
+#define PERF_MMAP3_RECORD_FIXED_SIZE	96
+
+static inline void perf_mmap3_attr_set(struct perf_event_attr *attr)
+{
+	__u64 *flags = (__u64 *)((char *)attr + PERF_MMAP3_ATTR_FLAGS_OFFSET);
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	/* Big-endian bitfields are allocated from the most significant bit. */
+	*flags |= 1ULL << (63 - PERF_MMAP3_ATTR_BIT);
+#else
+	*flags |= 1ULL << PERF_MMAP3_ATTR_BIT;
+#endif
+}
+
+#endif /* _UAPI_LINUX_PERF_EVENT_MMAP3_H */
