@@ -1,0 +1,903 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * PERF_RECORD_MMAP3 selftests.  Each test maps or executes a file and
+ * compares the build ID in the record with the one userspace reads from the
+ * file (libelf), or with the status the file deserves.
+ *
+ * Run as root on a kernel with MMAP3 (inside the project's QEMU guest);
+ * without MMAP3 every test skips except mmap3_bit_rejected_without_support.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "mmap3_util.h"
+
+#define RING_PAGES	256
+
+static void rm_rf(const char *dir)
+{
+	char cmd[PATH_MAX + 16];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		fprintf(stderr, "# could not remove %s\n", dir);
+}
+
+/* Directory of this binary: the fixtures built with it live there. */
+static const char *exe_dir(void)
+{
+	static char dir[PATH_MAX];
+	ssize_t n;
+
+	if (dir[0])
+		return dir;
+	n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	if (n < 0)
+		return ".";
+	dir[n] = '\0';
+	*strrchr(dir, '/') = '\0';
+	return dir;
+}
+
+static int read_int_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int v = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+static int write_int_file(const char *path, int v)
+{
+	FILE *f = fopen(path, "w");
+	int ret;
+
+	if (!f)
+		return -errno;
+	ret = fprintf(f, "%d\n", v) < 0 ? -EIO : 0;
+	if (fclose(f))
+		ret = -errno;
+	return ret;
+}
+
+#define CACHE_NR	"/proc/sys/fs/build_id_cache_nr"
+#define CACHE_MAX	"/proc/sys/fs/build_id_cache_max"
+#define PARANOID	"/proc/sys/kernel/perf_event_paranoid"
+
+/*
+ * The 6.1 harness runs the test body even when FIXTURE_SETUP skipped, so
+ * every test starts with this.
+ */
+#define REQUIRE_MMAP3() do {						\
+		if (self->ev.fd < 0)					\
+			SKIP(return, "kernel has no MMAP3 (%s missing)",	\
+			     PERF_MMAP3_CAP_PATH);			\
+	} while (0)
+
+FIXTURE(mmap3) {
+	char dir[64];
+	struct mmap3_event ev;
+	struct rec_list recs;
+	int saved_max;		/* sysctls to restore, or -1 */
+	int saved_paranoid;
+};
+
+FIXTURE_SETUP(mmap3)
+{
+	int err;
+
+	self->ev.fd = -1;
+	self->saved_max = -1;
+	self->saved_paranoid = -2;
+	if (!mmap3_supported())
+		SKIP(return, "kernel has no MMAP3 (%s missing)", PERF_MMAP3_CAP_PATH);
+	strcpy(self->dir, "/tmp/mmap3.XXXXXX");
+	ASSERT_NE(NULL, mkdtemp(self->dir));
+	err = mmap3_open(&self->ev, 0, -1, EV_MMAP3, RING_PAGES);
+	ASSERT_EQ(0, err) TH_LOG("perf_event_open(mmap3): %s", strerror(-err));
+}
+
+FIXTURE_TEARDOWN(mmap3)
+{
+	mmap3_close(&self->ev);
+	rec_list_free(&self->recs);
+	if (self->dir[0])
+		rm_rf(self->dir);
+	if (self->saved_max >= 0)
+		write_int_file(CACHE_MAX, self->saved_max);
+	if (self->saved_paranoid >= -1)
+		write_int_file(PARANOID, self->saved_paranoid);
+}
+
+static void *map_file(const char *path, int prot, off_t off, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	void *p;
+
+	if (fd < 0)
+		return MAP_FAILED;
+	p = mmap(NULL, len, prot, MAP_PRIVATE, fd, off);
+	close(fd);
+	return p;
+}
+
+/* The MMAP3 record of the mapping of @path at @addr */
+static const struct perf_mmap3_record *
+record_for(const struct rec_list *list, const char *path, void *addr)
+{
+	const struct perf_mmap3_record *m;
+	size_t from = 0;
+
+	while ((m = find_mmap3(list, path, &from)))
+		if (m->addr == (unsigned long)addr)
+			return m;
+	return NULL;
+}
+
+/* Map @path executable and return its record, or NULL */
+static const struct perf_mmap3_record *
+map_and_record(struct mmap3_event *ev, struct rec_list *list, const char *path,
+	       off_t off)
+{
+	void *p = map_file(path, PROT_READ | PROT_EXEC, off, 4096);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	mmap3_collect(ev, list);
+	munmap(p, 4096);
+	return record_for(list, path, p);
+}
+
+static void expect_build_id(struct __test_metadata *_metadata,
+			    const struct perf_mmap3_record *m,
+			    const struct elf_spec *spec, const char *path)
+{
+	unsigned char want[20], file[20];
+	unsigned int want_len, file_len = 0;
+	char h1[41], h2[41];
+
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
+	if (spec) {
+		elf_spec_build_id(spec, want, &want_len);
+	} else {
+		ASSERT_EQ(1, file_build_id(path, want, &want_len));
+	}
+	ASSERT_EQ(want_len, m->build_id_size);
+	ASSERT_EQ(0, memcmp(want, m->build_id, want_len))
+		TH_LOG("record %s, want %s", hex(m->build_id, m->build_id_size, h1),
+		       hex(want, want_len, h2));
+	/* And what libelf reads from the file now agrees */
+	if (spec && file_build_id(path, file, &file_len) == 1) {
+		ASSERT_EQ(want_len, file_len);
+		ASSERT_EQ(0, memcmp(want, file, file_len));
+	}
+}
+
+static void write_and_check(struct __test_metadata *_metadata,
+			    FIXTURE_DATA(mmap3) *self, const char *name,
+			    const struct elf_spec *spec)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", self->dir, name);
+	ASSERT_EQ(0, elf_write(path, spec, false));
+	expect_build_id(_metadata, map_and_record(&self->ev, &self->recs, path, 0),
+			spec, path);
+}
+
+static void expect_status(struct __test_metadata *_metadata,
+			  FIXTURE_DATA(mmap3) *self, const char *path,
+			  unsigned int status)
+{
+	const struct perf_mmap3_record *m =
+		map_and_record(&self->ev, &self->recs, path, 0);
+
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	ASSERT_EQ(status, m->build_id_status);
+	ASSERT_EQ(0, m->build_id_size);
+}
+
+TEST_F(mmap3, exec_of_elf_reports_build_id)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x10, .executable = true };
+	struct rec_list recs = { 0 };
+	struct mmap3_event ev;
+	char path[PATH_MAX];
+	int go[2], status, err;
+	pid_t pid;
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/prog", self->dir);
+	ASSERT_EQ(0, elf_write(path, &spec, false));
+	ASSERT_EQ(0, pipe(go));
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		char c;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(90);
+		execl(path, path, (char *)NULL);
+		_exit(91);
+	}
+	close(go[0]);
+	err = mmap3_open(&ev, pid, -1, EV_MMAP3, RING_PAGES);
+	ASSERT_EQ(0, err) TH_LOG("%s", strerror(-err));
+	ASSERT_EQ(1, write(go[1], "x", 1));
+	close(go[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status));
+
+	mmap3_collect(&ev, &recs);
+	expect_build_id(_metadata, find_mmap3(&recs, path, NULL), &spec, path);
+	ASSERT_EQ((unsigned int)pid, find_mmap3(&recs, path, NULL)->pid);
+	rec_list_free(&recs);
+	mmap3_close(&ev);
+}
+
+TEST_F(mmap3, dlopen_of_dso_reports_build_id)
+{
+	char path[PATH_MAX], real[PATH_MAX];
+	const struct perf_mmap3_record *m = NULL;
+	size_t from = 0;
+	void *h;
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/libmmap3_dso.so", exe_dir());
+	ASSERT_NE(NULL, realpath(path, real)) TH_LOG("%s missing", path);
+	h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+	ASSERT_NE(NULL, h) TH_LOG("dlopen: %s", dlerror());
+	mmap3_collect(&self->ev, &self->recs);
+	/* The executable segment is the one reported */
+	while ((m = find_mmap3(&self->recs, real, &from)))
+		if (m->prot & PROT_EXEC)
+			break;
+	expect_build_id(_metadata, m, NULL, real);
+	dlclose(h);
+}
+
+TEST_F(mmap3, cold_page_cache_reports_build_id)
+{
+	const struct perf_mmap3_record *m;
+	struct mmap3_event stock;
+	struct rec_list stock_recs = { 0 };
+	unsigned char vec[16];
+	char path[PATH_MAX];
+	size_t i, pages;
+	struct stat st;
+	void *p;
+	int fd;
+
+	REQUIRE_MMAP3();
+	/* Built on the host and shared read-only over 9p: not in tmpfs */
+	snprintf(path, sizeof(path), "%s/fixtures/cold.elf", exe_dir());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_GE(fd, 0) TH_LOG("%s: %s", path, strerror(errno));
+	ASSERT_EQ(0, fstat(fd, &st));
+	pages = (st.st_size + 4095) / 4096;
+	ASSERT_LE(pages, sizeof(vec));
+	ASSERT_EQ(0, posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED));
+	p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	ASSERT_EQ(0, mincore(p, st.st_size, vec));
+	munmap(p, st.st_size);
+	close(fd);
+	for (i = 0; i < pages; i++)
+		if (vec[i] & 1)
+			SKIP(return, "page %zu of %s stays cached", i, path);
+
+	/* For contrast: stock MMAP2 + build_id on the same mapping */
+	ASSERT_EQ(0, mmap3_open(&stock, 0, -1, EV_MMAP | EV_MMAP2 | EV_BUILD_ID,
+				RING_PAGES));
+	m = map_and_record(&self->ev, &self->recs, path, 0);
+	expect_build_id(_metadata, m, NULL, path);
+	mmap3_collect(&stock, &stock_recs);
+	for (i = 0; i < stock_recs.n; i++) {
+		const struct rec *r = &stock_recs.v[i];
+		const char *name = mmap2_filename(r);
+
+		if (name && !strcmp(name, path))
+			TH_LOG("stock MMAP2 + build_id on a cold file: %s",
+			       r->hdr->misc & (1 << 14) ? "build ID" : "none");
+	}
+	rec_list_free(&stock_recs);
+	mmap3_close(&stock);
+}
+
+TEST_F(mmap3, note_beyond_first_page_found)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x20,
+				 .note_off = 3 * 4096 + 64, .size = 4 * 4096 };
+
+	REQUIRE_MMAP3();
+	write_and_check(_metadata, self, "far-note", &spec);
+}
+
+TEST_F(mmap3, program_headers_not_after_elf_header_found)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x30,
+				 .phoff = 4096 + 512, .note_off = 4096 + 1024,
+				 .size = 3 * 4096 };
+
+	REQUIRE_MMAP3();
+	write_and_check(_metadata, self, "far-phdrs", &spec);
+}
+
+TEST_F(mmap3, build_id_sizes_reported_exactly)
+{
+	static const unsigned int sizes[] = { 8, 16, 20, 1 };
+	unsigned int i;
+
+	REQUIRE_MMAP3();
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct elf_spec spec = { .id_len = sizes[i], .id_seed = 0x40 + i };
+		char name[32];
+
+		snprintf(name, sizeof(name), "size%u", sizes[i]);
+		write_and_check(_metadata, self, name, &spec);
+	}
+}
+
+TEST_F(mmap3, elf32_found)
+{
+	struct elf_spec spec = { .elf32 = true, .id_len = 20, .id_seed = 0x50 };
+
+	REQUIRE_MMAP3();
+	write_and_check(_metadata, self, "elf32", &spec);
+	spec.id_len = 16;
+	write_and_check(_metadata, self, "elf32-md5", &spec);
+}
+
+TEST_F(mmap3, elf_without_build_id_says_no_note)
+{
+	struct elf_spec spec = { .id_len = 0 };
+	char path[PATH_MAX];
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/no-id", self->dir);
+	ASSERT_EQ(0, elf_write(path, &spec, false));
+	expect_status(_metadata, self, path, PERF_MMAP3_BUILD_ID_NO_NOTE);
+}
+
+TEST_F(mmap3, non_elf_exec_mapping_says_not_elf)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/script", self->dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0755);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(20, write(fd, "#!/bin/sh\necho hi\n\n\n", 20));
+	close(fd);
+	expect_status(_metadata, self, path, PERF_MMAP3_BUILD_ID_NOT_ELF);
+}
+
+TEST_F(mmap3, malicious_elf_says_malformed)
+{
+	static const enum elf_damage damage[] = {
+		ELF_HUGE_PHNUM, ELF_NOTE_PAST_EOF, ELF_NAMESZ_OVERFLOW,
+		ELF_DESCSZ_OVERFLOW, ELF_OVERSIZE_ID, ELF_TRUNCATED,
+	};
+	unsigned int i;
+
+	REQUIRE_MMAP3();
+	for (i = 0; i < sizeof(damage) / sizeof(damage[0]); i++) {
+		struct elf_spec spec = { .id_len = 20, .damage = damage[i] };
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/bad%u", self->dir, i);
+		ASSERT_EQ(0, elf_write(path, &spec, false));
+		expect_status(_metadata, self, path, PERF_MMAP3_BUILD_ID_MALFORMED);
+	}
+}
+
+TEST_F(mmap3, mapping_with_pgoff_reports_offset_and_build_id)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x60, .size = 4 * 4096 };
+	const struct perf_mmap3_record *m;
+	char path[PATH_MAX];
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/pgoff", self->dir);
+	ASSERT_EQ(0, elf_write(path, &spec, false));
+	m = map_and_record(&self->ev, &self->recs, path, 2 * 4096);
+	expect_build_id(_metadata, m, &spec, path);
+	ASSERT_EQ(2 * 4096, m->pgoff);
+	ASSERT_EQ(4096, m->len);
+}
+
+TEST_F(mmap3, rename_replace_gives_new_build_id)
+{
+	struct elf_spec v1 = { .id_len = 20, .id_seed = 0x70 };
+	struct elf_spec v2 = { .id_len = 20, .id_seed = 0x90 };
+	const struct perf_mmap3_record *m1, *m2;
+	char path[PATH_MAX];
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/libreplaced.so", self->dir);
+	ASSERT_EQ(0, elf_write(path, &v1, false));
+	m1 = map_and_record(&self->ev, &self->recs, path, 0);
+	expect_build_id(_metadata, m1, &v1, path);
+	ASSERT_EQ(0, elf_write(path, &v2, true));
+	m2 = map_and_record(&self->ev, &self->recs, path, 0);
+	expect_build_id(_metadata, m2, &v2, path);
+	/* One path, two files: the records tell them apart both ways */
+	ASSERT_STREQ(m1->filename, m2->filename);
+	ASSERT_NE(m1->ino, m2->ino);
+	ASSERT_NE(0, memcmp(m1->build_id, m2->build_id, 20));
+}
+
+TEST_F(mmap3, rewrite_in_place_gives_new_build_id)
+{
+	const struct perf_mmap3_record *m, *first = NULL;
+	char path[PATH_MAX];
+	int i;
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/librewritten.so", self->dir);
+	/* Back to back, well within one timestamp tick */
+	for (i = 0; i < 32; i++) {
+		struct elf_spec v = { .id_len = 20, .id_seed = 0x11 * (i % 3 + 1) };
+
+		int err = i ? elf_rewrite_in_place(path, &v) :
+			      elf_write(path, &v, false);
+
+		ASSERT_EQ(0, err);
+		m = map_and_record(&self->ev, &self->recs, path, 0);
+		expect_build_id(_metadata, m, &v, path);
+		if (!first)
+			first = m;
+		ASSERT_EQ(first->ino, m->ino);
+	}
+}
+
+TEST_F(mmap3, mprotect_adding_exec_reports_build_id)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0xa0 };
+	char path[PATH_MAX];
+	void *p;
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/mprotect", self->dir);
+	ASSERT_EQ(0, elf_write(path, &spec, false));
+	p = map_file(path, PROT_READ, 0, 4096);
+	ASSERT_NE(MAP_FAILED, p);
+	mmap3_collect(&self->ev, &self->recs);
+	ASSERT_EQ(0, count_records(&self->recs, PERF_MMAP3_RECORD_TYPE, path));
+	ASSERT_EQ(0, mprotect(p, 4096, PROT_READ | PROT_EXEC));
+	mmap3_collect(&self->ev, &self->recs);
+	munmap(p, 4096);
+	ASSERT_EQ(1, count_records(&self->recs, PERF_MMAP3_RECORD_TYPE, path));
+	expect_build_id(_metadata, record_for(&self->recs, path, p), &spec, path);
+}
+
+static int vdso_range(unsigned long *start, unsigned long *end)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int ret = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "[vdso]") &&
+		    sscanf(line, "%lx-%lx", start, end) == 2) {
+			ret = 0;
+			break;
+		}
+	fclose(f);
+	return ret;
+}
+
+TEST_F(mmap3, vdso_carries_image_build_id)
+{
+	unsigned char want[20];
+	unsigned int want_len;
+	unsigned long start, end;
+	struct rec_list recs = { 0 };
+	struct mmap3_event ev;
+	const struct perf_mmap3_record *m;
+	int go[2], status;
+	char h1[41], h2[41];
+	pid_t pid;
+
+	REQUIRE_MMAP3();
+	ASSERT_EQ(0, vdso_range(&start, &end));
+	ASSERT_EQ((unsigned long)getauxval(AT_SYSINFO_EHDR), start);
+	ASSERT_EQ(1, mem_build_id((void *)start, end - start, want, &want_len));
+
+	ASSERT_EQ(0, pipe(go));
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		char c;
+
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(90);
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(91);
+	}
+	close(go[0]);
+	ASSERT_EQ(0, mmap3_open(&ev, pid, -1, EV_MMAP3, RING_PAGES));
+	ASSERT_EQ(1, write(go[1], "x", 1));
+	close(go[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	mmap3_collect(&ev, &recs);
+	m = find_mmap3(&recs, "[vdso]", NULL);
+	ASSERT_NE(NULL, m);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
+	ASSERT_EQ(want_len, m->build_id_size);
+	ASSERT_EQ(0, memcmp(want, m->build_id, want_len))
+		TH_LOG("record %s, image %s", hex(m->build_id, m->build_id_size, h1),
+		       hex(want, want_len, h2));
+	/* Anonymous mappings are not reported without mmap_data */
+	ASSERT_EQ(NULL, find_mmap3(&recs, "//anon", NULL));
+	rec_list_free(&recs);
+	mmap3_close(&ev);
+}
+
+TEST_F(mmap3, mmap2_and_mmap3_together)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0xb0 };
+	struct mmap3_event both, mmap2;
+	struct rec_list both_recs = { 0 }, mmap2_recs = { 0 };
+	char path[PATH_MAX];
+	void *p;
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/both", self->dir);
+	ASSERT_EQ(0, elf_write(path, &spec, false));
+
+	/* One event asking for all three gets MMAP3 only */
+	ASSERT_EQ(0, mmap3_open(&both, 0, -1, EV_MMAP | EV_MMAP2 | EV_MMAP3,
+				RING_PAGES));
+	/* A separate MMAP2 + build_id event keeps getting MMAP2 */
+	ASSERT_EQ(0, mmap3_open(&mmap2, 0, -1, EV_MMAP | EV_MMAP2 | EV_BUILD_ID,
+				RING_PAGES));
+	p = map_file(path, PROT_READ | PROT_EXEC, 0, 4096);
+	ASSERT_NE(MAP_FAILED, p);
+	munmap(p, 4096);
+	mmap3_collect(&both, &both_recs);
+	mmap3_collect(&mmap2, &mmap2_recs);
+
+	ASSERT_EQ(1, count_records(&both_recs, PERF_MMAP3_RECORD_TYPE, path));
+	ASSERT_EQ(0, count_records(&both_recs, PERF_RECORD_MMAP2, path));
+	ASSERT_EQ(0, count_records(&both_recs, PERF_RECORD_MMAP, path));
+	expect_build_id(_metadata, find_mmap3(&both_recs, path, NULL), &spec, path);
+
+	ASSERT_EQ(1, count_records(&mmap2_recs, PERF_RECORD_MMAP2, path));
+	ASSERT_EQ(0, count_records(&mmap2_recs, PERF_MMAP3_RECORD_TYPE, path));
+
+	/* build_id asks for the MMAP2 layout: contradictory with mmap3 */
+	ASSERT_EQ(-EINVAL, mmap3_open_fd(0, -1, EV_MMAP3 | EV_BUILD_ID));
+
+	rec_list_free(&both_recs);
+	rec_list_free(&mmap2_recs);
+	mmap3_close(&both);
+	mmap3_close(&mmap2);
+}
+
+TEST_F(mmap3, reserved_bits_beside_mmap3_rejected)
+{
+	struct perf_event_attr attr;
+	int bit, fd;
+
+	REQUIRE_MMAP3();
+	for (bit = 38; bit < PERF_MMAP3_ATTR_BIT; bit++) {
+		memset(&attr, 0, sizeof(attr));
+		attr.size = sizeof(attr);
+		attr.type = PERF_TYPE_SOFTWARE;
+		attr.config = PERF_COUNT_SW_DUMMY;
+		attr.exclude_kernel = 1;
+		*(uint64_t *)((char *)&attr + PERF_MMAP3_ATTR_FLAGS_OFFSET) |=
+			1ULL << bit;
+		perf_mmap3_attr_set(&attr);
+		fd = syscall(__NR_perf_event_open, &attr, 0, -1, -1, 0);
+		ASSERT_EQ(-1, fd) TH_LOG("reserved bit %d accepted", bit);
+		ASSERT_EQ(EINVAL, errno);
+	}
+	/* The capability reads as the ABI version */
+	ASSERT_EQ(PERF_MMAP3_ABI_VERSION, read_int_file(PERF_MMAP3_CAP_PATH));
+}
+
+/* Runs where MMAP3 is absent (stock kernels, the host): the bit is refused */
+TEST(mmap3_bit_rejected_without_support)
+{
+	if (mmap3_supported())
+		SKIP(return, "kernel has MMAP3");
+	ASSERT_EQ(-EINVAL, mmap3_open_fd(0, -1, EV_MMAP3));
+	ASSERT_EQ(-EINVAL, mmap3_open_fd(0, -1, EV_MMAP3 | EV_MMAP2));
+}
+
+/*
+ * An unprivileged task gets MMAP3 exactly where it would get MMAP2: the
+ * same errno for each perf_event_paranoid level and target, and its own
+ * mappings with their build IDs where allowed.
+ */
+static int unprivileged_child(const char *path, int paranoid)
+{
+	struct mmap3_event ev;
+	struct rec_list recs = { 0 };
+	const struct perf_mmap3_record *m;
+	int task2, task3, cpu2, cpu3, ret = 0;
+
+	if (setgid(65534) || setuid(65534))
+		return 80;
+	task2 = mmap3_open_fd(0, -1, EV_MMAP | EV_MMAP2);
+	task3 = mmap3_open_fd(0, -1, EV_MMAP3);
+	cpu2 = mmap3_open_fd(-1, 0, EV_MMAP | EV_MMAP2);
+	cpu3 = mmap3_open_fd(-1, 0, EV_MMAP3);
+	if ((task2 < 0 ? task2 : 0) != (task3 < 0 ? task3 : 0))
+		ret = 81;
+	if ((cpu2 < 0 ? cpu2 : 0) != (cpu3 < 0 ? cpu3 : 0))
+		ret = 82;
+	if (paranoid <= 2 && task3 < 0)
+		ret = 83;	/* own task is always allowed up to 2 */
+	if (paranoid >= 1 && cpu3 >= 0)
+		ret = 84;	/* CPU-wide needs privilege from 1 on */
+	if (ret || task3 < 0)
+		return ret;
+	if (mmap3_open(&ev, 0, -1, EV_MMAP3, 16))
+		return 85;
+	m = map_and_record(&ev, &recs, path, 0);
+	if (!m || m->build_id_status != PERF_MMAP3_BUILD_ID_FOUND)
+		return 86;
+	return 0;
+}
+
+TEST_F(mmap3, unprivileged_profiling_matches_mmap2)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0xc0 };
+	char path[PATH_MAX];
+	int level;
+
+	REQUIRE_MMAP3();
+	if (geteuid())
+		SKIP(return, "needs root to switch users and set %s", PARANOID);
+	self->saved_paranoid = read_int_file(PARANOID);
+	ASSERT_EQ(0, chmod(self->dir, 0755));
+	snprintf(path, sizeof(path), "%s/user", self->dir);
+	ASSERT_EQ(0, elf_write(path, &spec, false));
+
+	for (level = -1; level <= 2; level++) {
+		int status;
+		pid_t pid;
+
+		ASSERT_EQ(0, write_int_file(PARANOID, level));
+		pid = fork();
+		ASSERT_GE(pid, 0);
+		if (!pid)
+			_exit(unprivileged_child(path, level));
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		ASSERT_TRUE(WIFEXITED(status));
+		EXPECT_EQ(0, WEXITSTATUS(status))
+			TH_LOG("perf_event_paranoid=%d", level);
+	}
+}
+
+TEST_F(mmap3, store_bounded_under_10000_files)
+{
+	const int files = 10000, limit = 64;
+	int nr, i;
+
+	REQUIRE_MMAP3();
+	self->saved_max = read_int_file(CACHE_MAX);
+	ASSERT_GE(self->saved_max, 0) TH_LOG("%s missing", CACHE_MAX);
+	ASSERT_EQ(0, write_int_file(CACHE_MAX, limit));
+	for (i = 0; i < files; i++) {
+		struct elf_spec spec = { .id_len = 20, .id_seed = i, .size = 1024 };
+		const struct perf_mmap3_record *m;
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/f%d", self->dir, i);
+		ASSERT_EQ(0, elf_write(path, &spec, false));
+		m = map_and_record(&self->ev, &self->recs, path, 0);
+		/* Coverage stays complete while the store churns */
+		expect_build_id(_metadata, m, &spec, path);
+		if (i % 500 == 499) {
+			nr = read_int_file(CACHE_NR);
+			ASSERT_LE(nr, limit) TH_LOG("after %d files", i + 1);
+			rec_list_free(&self->recs);
+		}
+	}
+	nr = read_int_file(CACHE_NR);
+	ASSERT_LE(nr, limit);
+	ASSERT_GE(nr, limit / 2);
+}
+
+TEST_F(mmap3, store_entries_dropped_when_inodes_evicted)
+{
+	int before, during, after, i;
+	const int files = 200;
+	char path[PATH_MAX];
+
+	REQUIRE_MMAP3();
+	if (read_int_file(CACHE_MAX) < 2 * files)
+		SKIP(return, "%s below %d", CACHE_MAX, 2 * files);
+	before = read_int_file(CACHE_NR);
+	for (i = 0; i < files; i++) {
+		struct elf_spec spec = { .id_len = 20, .id_seed = i, .size = 1024 };
+
+		snprintf(path, sizeof(path), "%s/e%d", self->dir, i);
+		ASSERT_EQ(0, elf_write(path, &spec, false));
+		ASSERT_NE(NULL, map_and_record(&self->ev, &self->recs, path, 0));
+	}
+	during = read_int_file(CACHE_NR);
+	ASSERT_GE(during, before + files);
+	for (i = 0; i < files; i++) {
+		snprintf(path, sizeof(path), "%s/e%d", self->dir, i);
+		ASSERT_EQ(0, unlink(path));
+	}
+	after = read_int_file(CACHE_NR);
+	ASSERT_LE(after, before) TH_LOG("before %d during %d after %d",
+				       before, during, after);
+}
+
+TEST_F(mmap3, store_emptied_after_last_event_closes)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0xd0 };
+	char path[PATH_MAX];
+	int i;
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/last", self->dir);
+	ASSERT_EQ(0, elf_write(path, &spec, false));
+	ASSERT_NE(NULL, map_and_record(&self->ev, &self->recs, path, 0));
+	ASSERT_GE(read_int_file(CACHE_NR), 1);
+	mmap3_close(&self->ev);
+	/* The store is emptied a second after its last user goes */
+	for (i = 0; i < 50 && read_int_file(CACHE_NR); i++)
+		usleep(100 * 1000);
+	ASSERT_EQ(0, read_int_file(CACHE_NR));
+}
+
+/* Eight threads map, unmap and replace files under a system-wide event */
+
+#define STRESS_THREADS	8
+#define STRESS_ROUNDS	150
+
+struct stress_thread {
+	pthread_t tid;
+	char path[PATH_MAX];
+	int index;
+	int err;
+};
+
+static void *stress_fn(void *arg)
+{
+	struct stress_thread *t = arg;
+	int round;
+
+	for (round = 0; round < STRESS_ROUNDS && !t->err; round++) {
+		struct elf_spec spec = { .id_len = 20,
+					 .id_seed = t->index * 16 + round % 16 };
+		void *p;
+
+		if (round % 2)
+			t->err = elf_rewrite_in_place(t->path, &spec);
+		else
+			t->err = elf_write(t->path, &spec, true);
+		if (t->err)
+			break;
+		p = map_file(t->path, PROT_READ | PROT_EXEC, 0, 4096);
+		if (p == MAP_FAILED) {
+			t->err = -errno;
+			break;
+		}
+		munmap(p, 4096);
+		/* Data mappings too, anonymous and file-backed */
+		p = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p != MAP_FAILED)
+			munmap(p, 8192);
+	}
+	return NULL;
+}
+
+TEST_F(mmap3, threads_replacing_files_records_well_formed)
+{
+	int ncpu = sysconf(_SC_NPROCESSORS_ONLN), cpu, i, done = 0;
+	struct stress_thread threads[STRESS_THREADS];
+	bool joined[STRESS_THREADS] = { false };
+	struct mmap3_event *evs = calloc(ncpu, sizeof(*evs));
+	size_t r, mine = 0;
+	char h[41];
+
+	REQUIRE_MMAP3();
+	ASSERT_NE(NULL, evs);
+	for (cpu = 0; cpu < ncpu; cpu++) {
+		int err = mmap3_open(&evs[cpu], -1, cpu, EV_MMAP3 | EV_DATA, 512);
+
+		if (err == -EACCES)
+			SKIP(return, "system-wide events need privilege");
+		ASSERT_EQ(0, err) TH_LOG("cpu %d: %s", cpu, strerror(-err));
+	}
+	for (i = 0; i < STRESS_THREADS; i++) {
+		threads[i].index = i;
+		threads[i].err = 0;
+		snprintf(threads[i].path, sizeof(threads[i].path), "%s/t%d",
+			 self->dir, i);
+		ASSERT_EQ(0, pthread_create(&threads[i].tid, NULL, stress_fn,
+					    &threads[i]));
+	}
+	/* Drain while they run, so that nothing is lost */
+	while (!done) {
+		done = 1;
+		for (i = 0; i < STRESS_THREADS; i++) {
+			if (!joined[i])
+				joined[i] = !pthread_tryjoin_np(threads[i].tid, NULL);
+			done &= joined[i];
+		}
+		for (cpu = 0; cpu < ncpu; cpu++)
+			mmap3_collect(&evs[cpu], &self->recs);
+		usleep(1000);
+	}
+	for (i = 0; i < STRESS_THREADS; i++) {
+		ASSERT_EQ(0, threads[i].err) TH_LOG("thread %d: %s", i,
+						    strerror(-threads[i].err));
+	}
+	for (cpu = 0; cpu < ncpu; cpu++) {
+		mmap3_collect(&evs[cpu], &self->recs);
+		mmap3_close(&evs[cpu]);
+	}
+	free(evs);
+
+	ASSERT_EQ(0, self->recs.bad);
+	for (r = 0; r < self->recs.n; r++) {
+		const struct perf_mmap3_record *m = as_mmap3(&self->recs.v[r]);
+		const char *problem;
+		unsigned int b;
+
+		if (!m)
+			continue;
+		problem = mmap3_record_problem(&m->header, true);
+		ASSERT_EQ(NULL, problem) TH_LOG("record %zu: %s", r, problem);
+		if (strncmp(m->filename, self->dir, strlen(self->dir)) ||
+		    !(m->prot & PROT_EXEC))
+			continue;
+		/* Our files: found, and one of the versions written */
+		mine++;
+		ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status)
+			TH_LOG("%s status %u", m->filename, m->build_id_status);
+		ASSERT_EQ(20, m->build_id_size);
+		for (b = 1; b < 20; b++) {
+			ASSERT_EQ((unsigned char)(m->build_id[0] + b), m->build_id[b])
+				TH_LOG("%s: %s", m->filename, hex(m->build_id, 20, h));
+		}
+	}
+	TH_LOG("%zu records, %zu for our files, %llu lost", self->recs.n, mine,
+	       (unsigned long long)self->recs.lost);
+	ASSERT_EQ(0, self->recs.lost);
+	ASSERT_EQ(STRESS_THREADS * STRESS_ROUNDS, mine);
+}
+
+TEST_HARNESS_MAIN
