@@ -142,17 +142,20 @@ static void *map_file(const char *path, int prot, off_t off, size_t len)
 	return p;
 }
 
-/* The MMAP3 record of the mapping of @path at @addr */
+/*
+ * The MMAP3 record of the latest mapping of @path at @addr: an address is
+ * reused once the previous mapping there is gone.
+ */
 static const struct perf_mmap3_record *
 record_for(const struct rec_list *list, const char *path, void *addr)
 {
-	const struct perf_mmap3_record *m;
+	const struct perf_mmap3_record *m, *last = NULL;
 	size_t from = 0;
 
 	while ((m = find_mmap3(list, path, &from)))
 		if (m->addr == (unsigned long)addr)
-			return m;
-	return NULL;
+			last = m;
+	return last;
 }
 
 /* Map @path executable and return its record, or NULL */
@@ -825,22 +828,18 @@ static void *stress_fn(void *arg)
 
 TEST_F(mmap3, threads_replacing_files_records_well_formed)
 {
-	int ncpu = sysconf(_SC_NPROCESSORS_ONLN), cpu, i, done = 0;
 	struct stress_thread threads[STRESS_THREADS];
 	bool joined[STRESS_THREADS] = { false };
-	struct mmap3_event *evs = calloc(ncpu, sizeof(*evs));
+	struct mmap3_events evs;
 	size_t r, mine = 0;
 	char h[41];
+	int i, err, done = 0;
 
 	REQUIRE_MMAP3();
-	ASSERT_NE(NULL, evs);
-	for (cpu = 0; cpu < ncpu; cpu++) {
-		int err = mmap3_open(&evs[cpu], -1, cpu, EV_MMAP3 | EV_DATA, 512);
-
-		if (err == -EACCES)
-			SKIP(return, "system-wide events need privilege");
-		ASSERT_EQ(0, err) TH_LOG("cpu %d: %s", cpu, strerror(-err));
-	}
+	err = mmap3_open_cpus(&evs, -1, EV_MMAP3 | EV_DATA, 512);
+	if (err == -EACCES)
+		SKIP(return, "system-wide events need privilege");
+	ASSERT_EQ(0, err) TH_LOG("%s", strerror(-err));
 	for (i = 0; i < STRESS_THREADS; i++) {
 		threads[i].index = i;
 		threads[i].err = 0;
@@ -857,19 +856,15 @@ TEST_F(mmap3, threads_replacing_files_records_well_formed)
 				joined[i] = !pthread_tryjoin_np(threads[i].tid, NULL);
 			done &= joined[i];
 		}
-		for (cpu = 0; cpu < ncpu; cpu++)
-			mmap3_collect(&evs[cpu], &self->recs);
+		mmap3_collect_cpus(&evs, &self->recs);
 		usleep(1000);
 	}
 	for (i = 0; i < STRESS_THREADS; i++) {
 		ASSERT_EQ(0, threads[i].err) TH_LOG("thread %d: %s", i,
 						    strerror(-threads[i].err));
 	}
-	for (cpu = 0; cpu < ncpu; cpu++) {
-		mmap3_collect(&evs[cpu], &self->recs);
-		mmap3_close(&evs[cpu]);
-	}
-	free(evs);
+	mmap3_collect_cpus(&evs, &self->recs);
+	mmap3_close_cpus(&evs);
 
 	ASSERT_EQ(0, self->recs.bad);
 	for (r = 0; r < self->recs.n; r++) {

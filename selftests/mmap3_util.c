@@ -135,6 +135,45 @@ void mmap3_collect(struct mmap3_event *ev, struct rec_list *list)
 	__atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
 }
 
+int mmap3_open_cpus(struct mmap3_events *evs, pid_t pid, unsigned int flags,
+		    size_t pages)
+{
+	int ncpu = sysconf(_SC_NPROCESSORS_ONLN), cpu, err;
+
+	evs->ev = calloc(ncpu, sizeof(*evs->ev));
+	evs->n = 0;
+	if (!evs->ev)
+		return -ENOMEM;
+	for (cpu = 0; cpu < ncpu; cpu++) {
+		err = mmap3_open(&evs->ev[cpu], pid, cpu, flags, pages);
+		if (err) {
+			mmap3_close_cpus(evs);
+			return err;
+		}
+		evs->n++;
+	}
+	return 0;
+}
+
+void mmap3_collect_cpus(struct mmap3_events *evs, struct rec_list *list)
+{
+	int i;
+
+	for (i = 0; i < evs->n; i++)
+		mmap3_collect(&evs->ev[i], list);
+}
+
+void mmap3_close_cpus(struct mmap3_events *evs)
+{
+	int i;
+
+	for (i = 0; i < evs->n; i++)
+		mmap3_close(&evs->ev[i]);
+	free(evs->ev);
+	evs->ev = NULL;
+	evs->n = 0;
+}
+
 void rec_list_free(struct rec_list *list)
 {
 	size_t i;

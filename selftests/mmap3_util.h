@@ -60,6 +60,21 @@ void mmap3_close(struct mmap3_event *ev);
 
 /* Move every record now in @ev's buffer to @list. */
 void mmap3_collect(struct mmap3_event *ev, struct rec_list *list);
+
+/*
+ * One event per online CPU for @pid (-1: every task).  Inherited events
+ * need this: the kernel refuses to mmap an inherited per-task event whose
+ * cpu is -1.
+ */
+struct mmap3_events {
+	int n;
+	struct mmap3_event *ev;
+};
+
+int mmap3_open_cpus(struct mmap3_events *evs, pid_t pid, unsigned int flags,
+		    size_t pages);
+void mmap3_collect_cpus(struct mmap3_events *evs, struct rec_list *list);
+void mmap3_close_cpus(struct mmap3_events *evs);
 void rec_list_free(struct rec_list *list);
 
 /* Accessors for MMAP3 records */

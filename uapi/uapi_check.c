@@ -24,9 +24,9 @@ SAME(PERF_BUILD_ID_UNAVAILABLE, PERF_MMAP3_BUILD_ID_UNAVAILABLE);
 SAME(offsetof(struct perf_event_attr, read_format) + 8,
      PERF_MMAP3_ATTR_FLAGS_OFFSET);
 SAME(offsetof(struct perf_mmap3_record, filename), PERF_MMAP3_RECORD_FIXED_SIZE);
-SAME(offsetof(struct perf_mmap3_record, prot), 72);
-SAME(offsetof(struct perf_mmap3_record, build_id_size), 80);
-SAME(offsetof(struct perf_mmap3_record, build_id), 84);
+SAME(offsetof(struct perf_mmap3_record, prot), 64);
+SAME(offsetof(struct perf_mmap3_record, build_id_size), 72);
+SAME(offsetof(struct perf_mmap3_record, build_id), 76);
 
 int main(void)
 {
