@@ -783,6 +783,43 @@ TEST_F(mmap3, store_emptied_after_last_event_closes)
 	ASSERT_EQ(0, read_int_file(CACHE_NR));
 }
 
+/*
+ * A CPU-wide event that asks for mmap3 and nothing else still gets the
+ * executable mappings of every task, like one asking for mmap2.
+ */
+TEST_F(mmap3, cpu_wide_event_with_only_mmap3_reports_mappings)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0xe8 };
+	struct mmap3_events m3, m2;
+	struct rec_list m3_recs = { 0 }, m2_recs = { 0 };
+	char path[PATH_MAX];
+	int err;
+	void *p;
+
+	REQUIRE_MMAP3();
+	err = mmap3_open_cpus(&m3, -1, EV_MMAP3, 64);
+	if (err == -EACCES)
+		SKIP(return, "CPU-wide events need privilege");
+	ASSERT_EQ(0, err);
+	ASSERT_EQ(0, mmap3_open_cpus(&m2, -1, EV_MMAP | EV_MMAP2, 64));
+	snprintf(path, sizeof(path), "%s/cpu-wide", self->dir);
+	ASSERT_EQ(0, elf_write(path, &spec, false));
+	p = map_file(path, PROT_READ | PROT_EXEC, 0, 4096);
+	ASSERT_NE(MAP_FAILED, p);
+	munmap(p, 4096);
+	mmap3_collect_cpus(&m3, &m3_recs);
+	mmap3_collect_cpus(&m2, &m2_recs);
+	mmap3_close_cpus(&m3);
+	mmap3_close_cpus(&m2);
+
+	ASSERT_EQ(1, count_records(&m2_recs, PERF_RECORD_MMAP2, path));
+	ASSERT_EQ(1, count_records(&m3_recs, PERF_MMAP3_RECORD_TYPE, path));
+	expect_build_id(_metadata, record_for(&m3_recs, path, p), &spec, path);
+	ASSERT_EQ(getpid(), record_for(&m3_recs, path, p)->pid);
+	rec_list_free(&m3_recs);
+	rec_list_free(&m2_recs);
+}
+
 /* Eight threads map, unmap and replace files under a system-wide event */
 
 #define STRESS_THREADS	8

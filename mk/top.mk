@@ -1,0 +1,43 @@
+# The two commands the README leads with, and the series checks.
+#
+#   make demo           the main job: the replace-during-profile scenario
+#   make test           every test; the last line is "N passed, N failed"
+#   make check-series   checkpatch --strict on every patch, and a build of
+#                       the tree after each patch (slow: one kernel build each)
+
+.PHONY: help test demo checkpatch check-series
+
+help:
+	@echo "make demo          boot the patched kernel and show MMAP3 records for a"
+	@echo "                   library replaced while it is being profiled"
+	@echo "make test          all tests (unit, kernel build, VM); ends 'N passed, N failed'"
+	@echo "make kernel        patched Linux 6.1.192 under build/kernel"
+	@echo "make vm-run CMD=.. run a command in the patched guest"
+	@echo "make vm-test       selftests and KUnit in the patched guest"
+	@echo "make reader        build/reader/mmap3-reader"
+	@echo "make checkpatch    scripts/checkpatch.pl --strict on kernel-patches/"
+	@echo "make check-series  checkpatch, and build the tree after each patch"
+
+test: deps
+	@$(TOP)/scripts/test/all
+
+checkpatch: $(BZIMAGE)
+	@$(TOP)/scripts/kernel/check-series --checkpatch-only $(KSRC)
+
+check-series: $(BZIMAGE)
+	@$(TOP)/scripts/kernel/check-series $(KSRC)
+
+# The demo, until mmap3-reader drives it: the scenario through the kernel's
+# records, on the patched kernel and, for contrast, on stock 6.1.192.
+DEMO_BIN := $(BUILD)/demo/mmap3-demo
+
+$(DEMO_BIN): $(TOP)/tools/demo/mmap3_demo.c $(SELFTEST_SRCS) $(SELFTEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -I$(TOP)/selftests -I$(TOP)/uapi -o $@ $< $(SELFTEST_SRCS) -lelf
+
+demo: deps
+	@$(MAKE) -s $(DEMO_BIN) $(BZIMAGE) $(KSTOCK_BZIMAGE) $(VM_INITRAMFS)
+	@echo "=== patched 6.1.192: PERF_RECORD_MMAP3"
+	@$(VM_RUN) --kernel $(BZIMAGE) -- $(DEMO_BIN); \
+	echo; echo "=== stock 6.1.192: PERF_RECORD_MMAP2 + build_id"; \
+	$(VM_RUN) --stock -- $(DEMO_BIN) || true
