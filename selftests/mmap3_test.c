@@ -825,12 +825,21 @@ TEST_F(mmap3, cpu_wide_event_with_only_mmap3_reports_mappings)
 #define STRESS_THREADS	8
 #define STRESS_ROUNDS	150
 
+#define STRESS_VERSIONS	16	/* build IDs each thread cycles through */
+
 struct stress_thread {
 	pthread_t tid;
 	char path[PATH_MAX];
 	int index;
 	int err;
+	unsigned int mapped[STRESS_VERSIONS];	/* times each version was mapped */
+	unsigned int seen[STRESS_VERSIONS];	/* times a record reported it */
 };
+
+static unsigned char stress_seed(int thread, int version)
+{
+	return thread * STRESS_VERSIONS + version;
+}
 
 static void *stress_fn(void *arg)
 {
@@ -838,8 +847,9 @@ static void *stress_fn(void *arg)
 	int round;
 
 	for (round = 0; round < STRESS_ROUNDS && !t->err; round++) {
+		int version = (round * 7) % STRESS_VERSIONS;
 		struct elf_spec spec = { .id_len = 20,
-					 .id_seed = t->index * 16 + round % 16 };
+					 .id_seed = stress_seed(t->index, version) };
 		void *p;
 
 		if (round % 2)
@@ -854,6 +864,7 @@ static void *stress_fn(void *arg)
 			break;
 		}
 		munmap(p, 4096);
+		t->mapped[version]++;
 		/* Data mappings too, anonymous and file-backed */
 		p = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -878,8 +889,8 @@ TEST_F(mmap3, threads_replacing_files_records_well_formed)
 		SKIP(return, "system-wide events need privilege");
 	ASSERT_EQ(0, err) TH_LOG("%s", strerror(-err));
 	for (i = 0; i < STRESS_THREADS; i++) {
+		memset(&threads[i], 0, sizeof(threads[i]));
 		threads[i].index = i;
-		threads[i].err = 0;
 		snprintf(threads[i].path, sizeof(threads[i].path), "%s/t%d",
 			 self->dir, i);
 		ASSERT_EQ(0, pthread_create(&threads[i].tid, NULL, stress_fn,
@@ -924,6 +935,23 @@ TEST_F(mmap3, threads_replacing_files_records_well_formed)
 		for (b = 1; b < 20; b++) {
 			ASSERT_EQ((unsigned char)(m->build_id[0] + b), m->build_id[b])
 				TH_LOG("%s: %s", m->filename, hex(m->build_id, 20, h));
+		}
+		for (i = 0; i < STRESS_THREADS; i++) {
+			if (strcmp(m->filename, threads[i].path))
+				continue;
+			b = (unsigned char)(m->build_id[0] - stress_seed(i, 0));
+			ASSERT_LT(b, STRESS_VERSIONS) TH_LOG("%s: %s", m->filename,
+							      hex(m->build_id, 20, h));
+			threads[i].seen[b]++;
+		}
+	}
+	/* Each mapping reported the version written just before it */
+	for (i = 0; i < STRESS_THREADS; i++) {
+		unsigned int v;
+
+		for (v = 0; v < STRESS_VERSIONS; v++) {
+			ASSERT_EQ(threads[i].mapped[v], threads[i].seen[v])
+				TH_LOG("thread %d version %u", i, v);
 		}
 	}
 	TH_LOG("%zu records, %zu for our files, %llu lost", self->recs.n, mine,
