@@ -479,7 +479,8 @@ static void random_corruption_is_safe(struct kunit *test)
 		img->size = IMG_SIZE - prandom_u32_state(&rnd) % 64;
 
 		build_id_parse_image(img->buf, img->size, &id);
-		KUNIT_ASSERT_LE(test, id.status, BUILD_ID_MALFORMED);
+		/* Only outcomes of the contents: memory cannot fail to read */
+		KUNIT_ASSERT_TRUE(test, build_id_status_is_content(id.status));
 		if (id.status == BUILD_ID_FOUND) {
 			found++;
 			KUNIT_ASSERT_GE(test, id.size, 1);

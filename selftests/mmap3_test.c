@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -596,6 +597,9 @@ TEST_F(mmap3, mmap2_and_mmap3_together)
 	ASSERT_EQ(0, count_records(&both_recs, PERF_RECORD_MMAP2, path));
 	ASSERT_EQ(0, count_records(&both_recs, PERF_RECORD_MMAP, path));
 	expect_build_id(_metadata, find_mmap3(&both_recs, path, NULL), &spec, path);
+	/* The MMAP2 event's misc bit does not leak into the MMAP3 record */
+	ASSERT_EQ(0, find_mmap3(&both_recs, path, NULL)->header.misc &
+		     PERF_RECORD_MISC_MMAP_BUILD_ID);
 
 	ASSERT_EQ(1, count_records(&mmap2_recs, PERF_RECORD_MMAP2, path));
 	ASSERT_EQ(0, count_records(&mmap2_recs, PERF_MMAP3_RECORD_TYPE, path));
@@ -630,6 +634,77 @@ TEST_F(mmap3, reserved_bits_beside_mmap3_rejected)
 	}
 	/* The capability reads as the ABI version */
 	ASSERT_EQ(PERF_MMAP3_ABI_VERSION, read_int_file(PERF_MMAP3_CAP_PATH));
+}
+
+/*
+ * memfd files are written through a file that never took write access, so
+ * the kernel cannot learn of rewrites: their build IDs are read anew for
+ * every mapping.
+ */
+TEST_F(mmap3, memfd_rewritten_gives_new_build_id)
+{
+	const char *name = "/memfd:mmap3-test (deleted)";
+	const struct perf_mmap3_record *m;
+	int fd, i;
+
+	REQUIRE_MMAP3();
+	fd = memfd_create("mmap3-test", MFD_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	for (i = 0; i < 4; i++) {
+		struct elf_spec v = { .id_len = 20, .id_seed = 0x30 + 0x21 * i };
+		void *p;
+
+		ASSERT_EQ(0, ftruncate(fd, 0));
+		ASSERT_EQ(0, elf_write_fd(fd, &v));
+		p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+		ASSERT_NE(MAP_FAILED, p);
+		mmap3_collect(&self->ev, &self->recs);
+		munmap(p, 4096);
+		m = record_for(&self->recs, name, p);
+		ASSERT_NE(NULL, m) TH_LOG("no record for %s", name);
+		ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
+		ASSERT_EQ(v.id_seed, m->build_id[0]) TH_LOG("mapping %d", i);
+	}
+	close(fd);
+}
+
+/*
+ * overlayfs installs the real file in the VMA: the build ID is captured
+ * for that inode, before and after a copy-up.
+ */
+TEST_F(mmap3, overlayfs_mapping_reports_build_id)
+{
+	struct elf_spec v1 = { .id_len = 20, .id_seed = 0x51 };
+	struct elf_spec v2 = { .id_len = 20, .id_seed = 0x62 };
+	char lower[PATH_MAX], upper[PATH_MAX], work[PATH_MAX], merged[PATH_MAX];
+	char opts[4 * PATH_MAX], path[PATH_MAX + 16], lowerlib[PATH_MAX + 16];
+
+	REQUIRE_MMAP3();
+	snprintf(lower, sizeof(lower), "%s/lower", self->dir);
+	snprintf(upper, sizeof(upper), "%s/upper", self->dir);
+	snprintf(work, sizeof(work), "%s/work", self->dir);
+	snprintf(merged, sizeof(merged), "%s/merged", self->dir);
+	ASSERT_EQ(0, mkdir(lower, 0755));
+	ASSERT_EQ(0, mkdir(upper, 0755));
+	ASSERT_EQ(0, mkdir(work, 0755));
+	ASSERT_EQ(0, mkdir(merged, 0755));
+	snprintf(lowerlib, sizeof(lowerlib), "%s/lib.so", lower);
+	ASSERT_EQ(0, elf_write(lowerlib, &v1, false));
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
+		 lower, upper, work);
+	if (mount("overlay", merged, "overlay", 0, opts)) {
+		if (errno == ENODEV || errno == EPERM)
+			SKIP(return, "no overlayfs here: %s", strerror(errno));
+		ASSERT_EQ(0, errno);
+	}
+	snprintf(path, sizeof(path), "%s/lib.so", merged);
+	expect_build_id(_metadata, map_and_record(&self->ev, &self->recs, path, 0),
+			&v1, path);
+	/* Writing through the overlay copies the file up, then rewrites it */
+	ASSERT_EQ(0, elf_rewrite_in_place(path, &v2));
+	expect_build_id(_metadata, map_and_record(&self->ev, &self->recs, path, 0),
+			&v2, path);
+	ASSERT_EQ(0, umount(merged));
 }
 
 /* Runs where MMAP3 is absent (stock kernels, the host): the bit is refused */

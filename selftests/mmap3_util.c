@@ -259,7 +259,7 @@ const char *mmap3_record_problem(const struct perf_event_header *hdr,
 			return "filename padding not zero";
 	if (m->__reserved_1)
 		return "reserved field not zero";
-	if (m->build_id_status > PERF_MMAP3_BUILD_ID_UNAVAILABLE)
+	if (m->build_id_status > PERF_MMAP3_BUILD_ID_STATUS_MAX)
 		return "unknown status";
 	if (m->build_id_size > PERF_MMAP3_BUILD_ID_MAX)
 		return "build ID too long";
@@ -429,21 +429,26 @@ int elf_write(const char *path, const struct elf_spec *spec, bool replace)
 	return err;
 }
 
-int elf_rewrite_in_place(const char *path, const struct elf_spec *spec)
+int elf_write_fd(int fd, const struct elf_spec *spec)
 {
 	size_t size;
 	unsigned char *buf = elf_build(spec, &size);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	int err;
+	int err = write_all(fd, buf, size);
 
-	if (fd < 0) {
-		free(buf);
-		return -errno;
-	}
-	err = write_all(fd, buf, size);
 	if (!err && ftruncate(fd, size))
 		err = -errno;
 	free(buf);
+	return err;
+}
+
+int elf_rewrite_in_place(const char *path, const struct elf_spec *spec)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	err = elf_write_fd(fd, spec);
 	if (close(fd) && !err)
 		err = -errno;
 	return err;

@@ -127,6 +127,8 @@ struct elf_spec {
 int elf_write(const char *path, const struct elf_spec *spec, bool replace);
 /* Rewrite @path in place, keeping its inode. */
 int elf_rewrite_in_place(const char *path, const struct elf_spec *spec);
+/* Write @spec over the contents of the open file @fd. */
+int elf_write_fd(int fd, const struct elf_spec *spec);
 /* The build ID @spec describes. */
 void elf_spec_build_id(const struct elf_spec *spec, unsigned char *id,
 		       unsigned int *len);

@@ -41,17 +41,23 @@
 /* Largest build-id the record carries; shorter ones are zero padded. */
 #define PERF_MMAP3_BUILD_ID_MAX		20
 
-/* perf_mmap3_record.build_id_status */
+/*
+ * perf_mmap3_record.build_id_status.  Zero is not success: a zeroed record
+ * never claims a build ID was found.
+ */
 enum perf_mmap3_build_id_status {
-	PERF_MMAP3_BUILD_ID_FOUND	= 0, /* build_id[0..size) is valid */
-	PERF_MMAP3_BUILD_ID_NO_NOTE	= 1, /* ELF without NT_GNU_BUILD_ID */
-	PERF_MMAP3_BUILD_ID_NOT_ELF	= 2, /* file is not an ELF image */
-	PERF_MMAP3_BUILD_ID_MALFORMED	= 3, /* ELF headers or notes invalid */
-	PERF_MMAP3_BUILD_ID_IO_ERROR	= 4, /* reading the file failed */
-	PERF_MMAP3_BUILD_ID_NO_FILE	= 5, /* anonymous or special mapping */
-	PERF_MMAP3_BUILD_ID_REFUSED	= 6, /* not a regular file, secretmem */
-	PERF_MMAP3_BUILD_ID_UNAVAILABLE	= 7, /* not captured at map time */
+	PERF_MMAP3_BUILD_ID_UNAVAILABLE	= 0, /* not captured at map time */
+	PERF_MMAP3_BUILD_ID_FOUND	= 1, /* build_id[0..size) is valid */
+	PERF_MMAP3_BUILD_ID_NO_NOTE	= 2, /* ELF without NT_GNU_BUILD_ID */
+	PERF_MMAP3_BUILD_ID_NOT_ELF	= 3, /* file is not an ELF image */
+	PERF_MMAP3_BUILD_ID_MALFORMED	= 4, /* ELF headers or notes invalid */
+	PERF_MMAP3_BUILD_ID_IO_ERROR	= 5, /* reading the file failed */
+	PERF_MMAP3_BUILD_ID_NO_FILE	= 6, /* anonymous or special mapping */
+	PERF_MMAP3_BUILD_ID_REFUSED	= 7, /* not a regular file, secretmem */
 };
+
+/* The largest status this header knows; newer kernels may add more. */
+#define PERF_MMAP3_BUILD_ID_STATUS_MAX	PERF_MMAP3_BUILD_ID_REFUSED
 
 /*
  * Layout of a PERF_RECORD_MMAP3 record.  Everything PERF_RECORD_MMAP2 carries
