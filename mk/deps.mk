@@ -1,0 +1,45 @@
+# Debian packages the build needs.  `make deps` installs the missing ones
+# (apt-get, as root) and leaves a stamp so the next call costs nothing; the
+# stamp is redone whenever this file changes.
+#
+#   DEPS_KERNEL  kernel build, initramfs and QEMU bench (mk/kernel.mk, mk/vm.mk)
+#   DEPS_READER  tools/reader and the selftests
+
+DEPS_KERNEL := linux-source-6.1 qemu-system-x86 busybox-static flex bison bc libelf-dev cpio xz-utils build-essential libssl-dev kmod git
+DEPS_READER := cmake g++ pkg-config binutils make libgtest-dev libelf-dev liburing-dev libbpf-dev nlohmann-json3-dev libcli11-dev libfmt-dev linux-perf
+
+DEPS       := $(sort $(DEPS_KERNEL) $(DEPS_READER))
+DEPS_STAMP := $(BUILD)/deps.stamp
+
+.PHONY: deps
+deps: $(DEPS_STAMP)
+
+$(DEPS_STAMP): $(TOP)/mk/deps.mk
+	@rm -f $@; missing=; \
+	for p in $(DEPS); do \
+		dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q '^install ok installed$$' || \
+			missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "deps: missing Debian packages:$$missing"; \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "deps: error: installing them needs root; run as root (or: sudo apt-get install$$missing)" >&2; \
+			exit 1; \
+		fi; \
+		if ! command -v apt-get >/dev/null; then \
+			echo "deps: error: no apt-get here; install by hand:$$missing" >&2; \
+			exit 1; \
+		fi; \
+		echo "deps: apt-get update && apt-get install$$missing"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		if ! apt-get update -q; then \
+			echo "deps: error: apt-get update failed (network? sources.list?)" >&2; \
+			exit 1; \
+		fi; \
+		if ! apt-get install -y -q --no-install-recommends $$missing; then \
+			echo "deps: error: apt-get install failed for:$$missing" >&2; \
+			echo "deps:        'apt-cache policy <package>' shows whether a package is available" >&2; \
+			exit 1; \
+		fi; \
+	fi; \
+	mkdir -p $(@D) && touch $@ && echo "deps: all $(words $(DEPS)) packages installed"
