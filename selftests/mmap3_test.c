@@ -225,22 +225,23 @@ static void expect_status(struct __test_metadata *_metadata,
 	ASSERT_EQ(0, m->build_id_size);
 }
 
-TEST_F(mmap3, exec_of_elf_reports_build_id)
+/*
+ * Run @path in a child that execs it only once a per-task MMAP3 event is
+ * open on it.  Returns 0 and the child's pid, wait status and records, or
+ * -errno if the event could not be set up.
+ */
+static int exec_under_event(const char *path, pid_t *pid, int *status,
+			    struct rec_list *recs)
 {
-	struct elf_spec spec = { .id_len = 20, .id_seed = 0x10, .executable = true };
-	struct rec_list recs = { 0 };
 	struct mmap3_event ev;
-	char path[PATH_MAX];
-	int go[2], status, err;
-	pid_t pid;
+	int go[2], err;
 
-	REQUIRE_MMAP3();
-	snprintf(path, sizeof(path), "%s/prog", self->dir);
-	ASSERT_EQ(0, elf_write(path, &spec, false));
-	ASSERT_EQ(0, pipe(go));
-	pid = fork();
-	ASSERT_GE(pid, 0);
-	if (!pid) {
+	if (pipe(go))
+		return -errno;
+	*pid = fork();
+	if (*pid < 0)
+		return -errno;
+	if (!*pid) {
 		char c;
 
 		close(go[1]);
@@ -250,19 +251,38 @@ TEST_F(mmap3, exec_of_elf_reports_build_id)
 		_exit(91);
 	}
 	close(go[0]);
-	err = mmap3_open(&ev, pid, -1, EV_MMAP3, RING_PAGES);
-	ASSERT_EQ(0, err) TH_LOG("%s", strerror(-err));
-	ASSERT_EQ(1, write(go[1], "x", 1));
+	err = mmap3_open(&ev, *pid, -1, EV_MMAP3, RING_PAGES);
+	/* Closing the pipe without a byte makes the child exit 90 */
+	if (!err && write(go[1], "x", 1) != 1)
+		err = -EIO;
 	close(go[1]);
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	if (waitpid(*pid, status, 0) != *pid && !err)
+		err = -errno;
+	if (!err)
+		mmap3_collect(&ev, recs);
+	mmap3_close(&ev);
+	return err;
+}
+
+TEST_F(mmap3, exec_of_elf_reports_build_id)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x10, .executable = true };
+	struct rec_list recs = { 0 };
+	char path[PATH_MAX];
+	int status, err;
+	pid_t pid;
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/prog", self->dir);
+	ASSERT_EQ(0, elf_write(path, &spec, false));
+	err = exec_under_event(path, &pid, &status, &recs);
+	ASSERT_EQ(0, err) TH_LOG("%s", strerror(-err));
 	ASSERT_TRUE(WIFEXITED(status));
 	ASSERT_EQ(0, WEXITSTATUS(status));
 
-	mmap3_collect(&ev, &recs);
 	expect_build_id(_metadata, find_mmap3(&recs, path, NULL), &spec, path);
 	ASSERT_EQ((unsigned int)pid, find_mmap3(&recs, path, NULL)->pid);
 	rec_list_free(&recs);
-	mmap3_close(&ev);
 }
 
 TEST_F(mmap3, dlopen_of_dso_reports_build_id)
@@ -526,10 +546,9 @@ TEST_F(mmap3, vdso_carries_image_build_id)
 	unsigned int want_len;
 	unsigned long start, end;
 	struct rec_list recs = { 0 };
-	struct mmap3_event ev;
 	const struct perf_mmap3_record *m;
-	int go[2], status;
 	char h1[41], h2[41];
+	int status;
 	pid_t pid;
 
 	REQUIRE_MMAP3();
@@ -537,24 +556,9 @@ TEST_F(mmap3, vdso_carries_image_build_id)
 	ASSERT_EQ((unsigned long)getauxval(AT_SYSINFO_EHDR), start);
 	ASSERT_EQ(1, mem_build_id((void *)start, end - start, want, &want_len));
 
-	ASSERT_EQ(0, pipe(go));
-	pid = fork();
-	ASSERT_GE(pid, 0);
-	if (!pid) {
-		char c;
-
-		close(go[1]);
-		if (read(go[0], &c, 1) != 1)
-			_exit(90);
-		execl("/bin/true", "true", (char *)NULL);
-		_exit(91);
-	}
-	close(go[0]);
-	ASSERT_EQ(0, mmap3_open(&ev, pid, -1, EV_MMAP3, RING_PAGES));
-	ASSERT_EQ(1, write(go[1], "x", 1));
-	close(go[1]);
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	mmap3_collect(&ev, &recs);
+	ASSERT_EQ(0, exec_under_event("/bin/true", &pid, &status, &recs));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status));
 	m = find_mmap3(&recs, "[vdso]", NULL);
 	ASSERT_NE(NULL, m);
 	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
@@ -566,7 +570,6 @@ TEST_F(mmap3, vdso_carries_image_build_id)
 	/* Anonymous mappings are not reported without mmap_data */
 	ASSERT_EQ(NULL, find_mmap3(&recs, "//anon", NULL));
 	rec_list_free(&recs);
-	mmap3_close(&ev);
 }
 
 TEST_F(mmap3, mmap2_and_mmap3_together)
