@@ -36,8 +36,9 @@ $(DEMO_BIN): $(TOP)/tools/demo/mmap3_demo.c $(SELFTEST_SRCS) $(SELFTEST_HDRS)
 	$(CC) -O2 -Wall -I$(TOP)/selftests -I$(TOP)/uapi -o $@ $< $(SELFTEST_SRCS) -lelf
 
 demo: deps
-	@$(MAKE) -s $(DEMO_BIN) $(BZIMAGE) $(KSTOCK_BZIMAGE) $(VM_INITRAMFS)
+	@$(MAKE) -s $(DEMO_BIN) $(SELFTEST_DIR)/fixtures/cold.elf $(BZIMAGE) \
+		$(KSTOCK_BZIMAGE) $(VM_INITRAMFS)
 	@echo "=== patched 6.1.192: PERF_RECORD_MMAP3"
-	@$(VM_RUN) --kernel $(BZIMAGE) -- $(DEMO_BIN); \
+	@$(VM_RUN) --kernel $(BZIMAGE) -- $(DEMO_BIN) $(SELFTEST_DIR)/fixtures/cold.elf; \
 	echo; echo "=== stock 6.1.192: PERF_RECORD_MMAP2 + build_id"; \
-	$(VM_RUN) --stock -- $(DEMO_BIN) || true
+	$(VM_RUN) --stock -- $(DEMO_BIN) $(SELFTEST_DIR)/fixtures/cold.elf || true
