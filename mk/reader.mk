@@ -1,0 +1,57 @@
+# mmap3-reader (tools/reader): the C++20 live-capture profiler.
+#
+#   make reader           Release (-O2) build in build/reader
+#   make reader-test      GoogleTest suite, then again built with ASan+UBSan
+#                         (build/reader-asan); fails if either fails
+#   make reader-e2e-host  record a test program on this kernel (MMAP2 +
+#                         build-id mode), report it, check its symbols
+#   make reader-bench     replay throughput of synthetic records (a
+#                         measurement, not a test; the full benchmark is TODO)
+#
+# READER_BIN is the built binary, for other makefiles and scripts.
+
+READER_SRC        := $(TOP)/tools/reader
+READER_BUILD      := $(BUILD)/reader
+READER_ASAN_BUILD := $(BUILD)/reader-asan
+READER_BIN        := $(READER_BUILD)/mmap3-reader
+export READER_BIN
+READER_TESTS      := $(READER_BUILD)/mmap3_reader_tests
+READER_ASAN_TESTS := $(READER_ASAN_BUILD)/mmap3_reader_tests
+# The machine has two cores shared with other work.
+READER_JOBS       ?= 2
+
+.PHONY: reader reader-asan reader-test reader-e2e-host reader-bench reader-clean
+
+$(READER_BUILD)/CMakeCache.txt: $(READER_SRC)/CMakeLists.txt
+	cmake -S $(READER_SRC) -B $(READER_BUILD) -DCMAKE_BUILD_TYPE=Release \
+		-DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG"
+
+$(READER_ASAN_BUILD)/CMakeCache.txt: $(READER_SRC)/CMakeLists.txt
+	cmake -S $(READER_SRC) -B $(READER_ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
+		-DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DMMAP3_READER_SANITIZE=ON
+
+reader: $(READER_BUILD)/CMakeCache.txt
+	cmake --build $(READER_BUILD) -j$(READER_JOBS)
+
+reader-asan: $(READER_ASAN_BUILD)/CMakeCache.txt
+	cmake --build $(READER_ASAN_BUILD) -j$(READER_JOBS) --target mmap3_reader_tests
+
+# Both suites always run; the target fails if either had a failure.
+reader-test: reader reader-asan
+	@rc=0; \
+	echo "== reader unit tests (Release)"; \
+	$(READER_TESTS) || rc=1; \
+	echo "== reader unit tests (ASan+UBSan)"; \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		$(READER_ASAN_TESTS) || rc=1; \
+	exit $$rc
+
+reader-e2e-host: reader
+	READER_BIN=$(READER_BIN) WORK_DIR=$(BUILD)/reader-e2e \
+		$(READER_SRC)/tests/e2e_host.sh
+
+reader-bench: reader
+	$(READER_BUILD)/mmap3_reader_bench 10000000
+
+reader-clean:
+	rm -rf $(READER_BUILD) $(READER_ASAN_BUILD) $(BUILD)/reader-e2e

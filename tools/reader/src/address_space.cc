@@ -1,0 +1,61 @@
+#include "address_space.h"
+
+namespace mmap3 {
+
+const char* BuildIdSourceName(BuildIdSource source) {
+  switch (source) {
+    case BuildIdSource::kNone: return "none";
+    case BuildIdSource::kMmap3: return "mmap3";
+    case BuildIdSource::kMmap2: return "mmap2";
+    case BuildIdSource::kMapFiles: return "map_files";
+    case BuildIdSource::kPerfHeader: return "perf_header";
+    case BuildIdSource::kKernelNotes: return "kernel_notes";
+  }
+  return "?";
+}
+
+void AddressSpace::Insert(Mapping m) {
+  if (m.end <= m.start) return;
+  // First candidate: the mapping starting at or before m.start may reach in.
+  auto it = by_start_.upper_bound(m.start);
+  if (it != by_start_.begin()) --it;
+  std::vector<Mapping> keep;
+  while (it != by_start_.end() && it->second.start < m.end) {
+    const Mapping& old = it->second;
+    if (old.end <= m.start) {
+      ++it;
+      continue;
+    }
+    if (old.start < m.start) {
+      Mapping left = old;
+      left.end = m.start;
+      keep.push_back(left);
+    }
+    if (old.end > m.end) {
+      Mapping right = old;
+      right.start = m.end;
+      right.pgoff = old.pgoff + (m.end - old.start);
+      keep.push_back(right);
+    }
+    it = by_start_.erase(it);
+  }
+  for (Mapping& k : keep) by_start_.emplace(k.start, std::move(k));
+  uint64_t start = m.start;
+  by_start_.emplace(start, std::move(m));
+}
+
+const Mapping* AddressSpace::Find(uint64_t addr) const {
+  auto it = by_start_.upper_bound(addr);
+  if (it == by_start_.begin()) return nullptr;
+  --it;
+  return addr < it->second.end ? &it->second : nullptr;
+}
+
+std::vector<Mapping> AddressSpace::Mappings() const {
+  std::vector<Mapping> out;
+  out.reserve(by_start_.size());
+  for (const auto& [start, m] : by_start_) out.push_back(m);
+  return out;
+}
+
+}  // namespace mmap3

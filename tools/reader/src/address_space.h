@@ -1,0 +1,89 @@
+// One process's view of its mapped files, and what each mapping points at.
+//
+// Contract: AddressSpace is an ordered, non-overlapping set of mappings.
+// Insert() replaces whatever the new mapping overlaps: mappings partly covered
+// are trimmed (the right-hand remainder keeps its file offset consistent), so
+// the result mirrors what mmap(MAP_FIXED) does to the real address space.
+// MappedObject values are immutable and shared (copying an address space on
+// fork copies pointers, not paths).
+#ifndef MMAP3_READER_ADDRESS_SPACE_H_
+#define MMAP3_READER_ADDRESS_SPACE_H_
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "build_id.h"
+
+namespace mmap3 {
+
+// Where a mapping's build-id came from; reported per capture.
+enum class BuildIdSource : uint8_t {
+  kNone,         // no build-id known (anonymous, not ELF, no note, unreadable)
+  kMmap3,        // PERF_RECORD_MMAP3 from the kernel
+  kMmap2,        // PERF_RECORD_MMAP2 with the build-id bit from the kernel
+  kMapFiles,     // read by us from /proc/PID/map_files/<range> (the mapped inode)
+  kPerfHeader,   // perf.data HEADER_BUILD_ID table, matched by path (perf's files)
+  kKernelNotes,  // the kernel image: /sys/kernel/notes
+};
+inline constexpr int kBuildIdSourceCount = 6;
+const char* BuildIdSourceName(BuildIdSource source);
+
+struct MappedObject {
+  std::string path;
+  BuildId build_id;
+  BuildIdSource source = BuildIdSource::kNone;
+  bool kernel = false;
+};
+
+struct Mapping {
+  uint64_t start = 0;
+  uint64_t end = 0;    // exclusive
+  uint64_t pgoff = 0;  // file offset of `start`
+  std::shared_ptr<const MappedObject> object;
+
+  // File offset of an address inside the mapping.
+  uint64_t FileOffset(uint64_t addr) const { return addr - start + pgoff; }
+};
+
+// Where the build-ids of MMAP records came from when that is not visible in
+// the record itself: a reader-filled MMAP2 build-id looks like a kernel one.
+class SourceOverrides {
+ public:
+  void Add(uint32_t pid, uint64_t start, const BuildId& id, BuildIdSource source) {
+    map_[{pid, start, id}] = source;
+  }
+  const BuildIdSource* Find(uint32_t pid, uint64_t start, const BuildId& id) const {
+    auto it = map_.find({pid, start, id});
+    return it == map_.end() ? nullptr : &it->second;
+  }
+  size_t size() const { return map_.size(); }
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    for (const auto& [k, v] : map_) fn(std::get<0>(k), std::get<1>(k), std::get<2>(k), v);
+  }
+
+ private:
+  std::map<std::tuple<uint32_t, uint64_t, BuildId>, BuildIdSource> map_;
+};
+
+class AddressSpace {
+ public:
+  // Adds `m`, trimming or removing mappings it overlaps.  Empty ranges are
+  // ignored.
+  void Insert(Mapping m);
+  // The mapping containing `addr`, or nullptr.
+  const Mapping* Find(uint64_t addr) const;
+  size_t size() const { return by_start_.size(); }
+  std::vector<Mapping> Mappings() const;
+
+ private:
+  std::map<uint64_t, Mapping> by_start_;
+};
+
+}  // namespace mmap3
+
+#endif  // MMAP3_READER_ADDRESS_SPACE_H_

@@ -1,0 +1,762 @@
+#include "capture.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "elf_file.h"
+#include "linux/perf_event_mmap3.h"
+#include "proc_maps.h"
+#include "process_table.h"
+#include "record_writer.h"
+
+namespace mmap3 {
+namespace {
+
+constexpr uint64_t kFormatLost = 1u << 4;  // PERF_FORMAT_LOST, Linux 6.0+
+constexpr uint64_t kTagSignal = ~uint64_t{0};
+constexpr uint64_t kTagTick = ~uint64_t{0} - 1;
+constexpr uint64_t kTagDuration = ~uint64_t{0} - 2;
+constexpr long kTickNanos = 250'000'000;
+constexpr size_t kSidebandPages = 32;
+
+size_t PageSize() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+bool IsSpecialPath(std::string_view path) {
+  return path.empty() || path[0] == '[' || path.starts_with("//anon") ||
+         path.starts_with("/dev/zero") || path.starts_with("/memfd:") ||
+         path.starts_with("anon_inode:");
+}
+
+}  // namespace
+
+const char* CaptureModeName(CaptureMode mode) {
+  switch (mode) {
+    case CaptureMode::kMmap3: return "mmap3";
+    case CaptureMode::kMmap2BuildId: return "mmap2-build-id";
+    case CaptureMode::kMmap2: return "mmap2";
+  }
+  return "?";
+}
+
+std::vector<int> ParseCpuList(std::string_view text) {
+  std::vector<int> cpus;
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    std::string_view part = text.substr(0, comma);
+    text.remove_prefix(comma == std::string_view::npos ? text.size() : comma + 1);
+    while (!part.empty() && (part.back() == '\n' || part.back() == ' ')) part.remove_suffix(1);
+    if (part.empty()) continue;
+    size_t dash = part.find('-');
+    int a = std::atoi(std::string(part.substr(0, dash)).c_str());
+    int b = dash == std::string_view::npos ? a : std::atoi(std::string(part.substr(dash + 1)).c_str());
+    for (int c = a; c <= b; ++c) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+std::vector<int> OnlineCpus() {
+  auto text = ReadSmallFile("/sys/devices/system/cpu/online");
+  if (text.ok()) {
+    auto cpus = ParseCpuList(*text);
+    if (!cpus.empty()) return cpus;
+  }
+  std::vector<int> cpus;
+  for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c) cpus.push_back(static_cast<int>(c));
+  return cpus;
+}
+
+Result<std::unique_ptr<Capture>> Capture::Create(const CaptureOptions& options) {
+  std::unique_ptr<Capture> c(new Capture(options));
+  if (Status s = c->Setup(); !s.ok()) return s;
+  return c;
+}
+
+Capture::~Capture() {
+  if (go_pipe_ >= 0) close(go_pipe_);
+  if (err_pipe_ >= 0) close(err_pipe_);
+  if (child_ > 0 && child_status_ == -1) {
+    kill(child_, SIGKILL);
+    waitpid(child_, nullptr, 0);
+  }
+}
+
+SampleFormat Capture::format() const {
+  return {attr_.sample_type, attr_.read_format, attr_.sample_id_all != 0};
+}
+
+std::vector<uint64_t> Capture::event_ids(bool sideband) const {
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (is_sideband_[i] != sideband) continue;
+    auto id = events_[i].Id();
+    if (id.ok()) ids.push_back(*id);
+  }
+  return ids;
+}
+
+Status Capture::Setup() {
+  if ((options_.data_pages & (options_.data_pages - 1)) != 0 || options_.data_pages == 0)
+    return Status::Failure("buffer size must be a power of two pages");
+  if (options_.target == CaptureOptions::Target::kPids) {
+    for (pid_t pid : options_.pids) {
+      if (!ProcessExists(pid)) return Status::FromErrno(ESRCH, fmt::format("process {}", pid));
+    }
+  }
+  if (Status s = DetectMode(); !s.ok()) return s;
+  // A command runs with kCommand, and also with -a, where it only sets how
+  // long the system-wide capture lasts (as `perf record -a -- sleep 5`).
+  if (!options_.command.empty()) {
+    if (Status s = StartCommand(); !s.ok()) return s;
+  }
+  return OpenEvents();
+}
+
+Status Capture::DetectMode() {
+  perf_event_attr probe{};
+  probe.size = sizeof(probe);
+  probe.type = PERF_TYPE_SOFTWARE;
+  probe.config = PERF_COUNT_SW_DUMMY;
+  probe.disabled = 1;
+  probe.exclude_kernel = 1;
+  probe.exclude_hv = 1;
+  probe.mmap = 1;
+  probe.mmap2 = 1;
+
+  // MMAP3 only when the kernel says so: on other kernels bit 63 is reserved
+  // today and may mean something else tomorrow.
+  std::string cap = options_.mmap3_cap_path.empty() ? PERF_MMAP3_CAP_PATH : options_.mmap3_cap_path;
+  if (options_.max_mode != CaptureMode::kMmap3) {
+    mode_reason_ = "MMAP3 disabled by --mode";
+  } else if (auto text = ReadSmallFile(cap); !text.ok()) {
+    mode_reason_ = fmt::format("kernel does not advertise MMAP3 ({} absent)", cap);
+  } else if (std::atoi(text->c_str()) != PERF_MMAP3_ABI_VERSION) {
+    mode_reason_ = fmt::format("kernel MMAP3 ABI version {} != {}", std::atoi(text->c_str()),
+                               PERF_MMAP3_ABI_VERSION);
+  } else {
+    perf_event_attr a = probe;
+    a.mmap2 = 0;
+    perf_mmap3_attr_set(&a);
+    auto fd = PerfEventFd::Open(a, 0, -1);
+    if (fd.ok()) {
+      mode_ = CaptureMode::kMmap3;
+      return {};
+    }
+    mode_reason_ = "kernel advertises MMAP3 but rejected the attr bit: " + fd.status().ToString();
+  }
+  if (options_.max_mode != CaptureMode::kMmap2) {
+    perf_event_attr a = probe;
+    a.build_id = 1;
+    if (PerfEventFd::Open(a, 0, -1).ok()) {
+      mode_ = CaptureMode::kMmap2BuildId;
+      return {};
+    }
+  }
+  mode_ = CaptureMode::kMmap2;
+  return {};
+}
+
+Status Capture::StartCommand() {
+  int go[2], err[2];
+  if (pipe2(go, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(go[0]);
+    close(go[1]);
+    return ErrnoStatus("pipe");
+  }
+  std::vector<char*> argv;
+  for (std::string& s : options_.command) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return ErrnoStatus("fork");
+  if (pid == 0) {
+    // Child: wait until the parent has opened the events, then exec.  Only
+    // async-signal-safe calls from here on.
+    close(go[1]);
+    close(err[0]);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    char c;
+    ssize_t n;
+    do {
+      n = read(go[0], &c, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) _exit(127);  // parent gave up
+    execvp(argv[0], argv.data());
+    int e = errno;
+    (void)!write(err[1], &e, sizeof(e));
+    _exit(127);
+  }
+  close(go[0]);
+  close(err[1]);
+  child_ = pid;
+  go_pipe_ = go[1];
+  err_pipe_ = err[0];
+  return {};
+}
+
+Status Capture::ReleaseCommand() {
+  char c = 1;
+  if (write(go_pipe_, &c, 1) != 1) return ErrnoStatus("start command");
+  close(go_pipe_);
+  go_pipe_ = -1;
+  int e = 0;
+  ssize_t n;
+  do {
+    n = read(err_pipe_, &e, sizeof(e));
+  } while (n < 0 && errno == EINTR);
+  close(err_pipe_);
+  err_pipe_ = -1;
+  if (n == static_cast<ssize_t>(sizeof(e))) {
+    ReapChild(true);
+    return Status::FromErrno(e, fmt::format("cannot run '{}'", options_.command[0]));
+  }
+  return {};  // EOF: exec succeeded and closed the CLOEXEC pipe
+}
+
+Status Capture::OpenEvents() {
+  perf_event_attr& a = attr_;
+  a = {};
+  a.size = sizeof(a);
+  a.type = PERF_TYPE_SOFTWARE;
+  a.config = PERF_COUNT_SW_CPU_CLOCK;
+  a.freq = 1;
+  a.sample_freq = options_.frequency;
+  // IDENTIFIER: two events share the file, and perf finds a record's event
+  // by the id at a fixed place.
+  a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                  PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
+                  (options_.callchains ? PERF_SAMPLE_CALLCHAIN : 0);
+  a.read_format = PERF_FORMAT_ID | kFormatLost;
+  a.disabled = 1;
+  a.sample_id_all = 1;
+  a.exclude_guest = 1;
+  // Batch wakeups: one per quarter buffer instead of one per sample; the
+  // periodic tick drains quiet buffers anyway.
+  a.watermark = 1;
+  a.wakeup_watermark = static_cast<uint32_t>(options_.data_pages * PageSize() / 4);
+  const bool per_task = options_.target != CaptureOptions::Target::kSystemWide;
+  if (per_task) a.inherit = 1;
+  if (options_.target == CaptureOptions::Target::kCommand) a.enable_on_exec = 1;
+
+  // The side-band event carries the task and mapping records on its own
+  // buffer with a wakeup per record: a mapping must be seen while it still
+  // exists, so /proc/PID/map_files can be read, even for a process that
+  // lives a few milliseconds.  Samples never wait on it.
+  perf_event_attr& sb = sideband_attr_;
+  sb = a;
+  sb.config = PERF_COUNT_SW_DUMMY;
+  sb.freq = 0;
+  sb.sample_period = 0;
+  // wakeup_events counts only samples; a byte watermark of 1 is what wakes
+  // us for every side-band record (a zero watermark means half the buffer).
+  sb.watermark = 1;
+  sb.wakeup_watermark = 1;
+  sb.mmap = 1;
+  sb.comm = 1;
+  sb.comm_exec = 1;
+  sb.task = 1;
+  switch (mode_) {
+    case CaptureMode::kMmap3: perf_mmap3_attr_set(&sb); break;  // supersedes mmap/mmap2
+    case CaptureMode::kMmap2BuildId: sb.mmap2 = 1; sb.build_id = 1; break;
+    case CaptureMode::kMmap2: sb.mmap2 = 1; break;
+  }
+
+  std::vector<pid_t> tasks;
+  if (options_.target == CaptureOptions::Target::kSystemWide) {
+    tasks.push_back(-1);
+  } else if (options_.target == CaptureOptions::Target::kCommand) {
+    tasks.push_back(child_);
+  } else {
+    // inherit covers children created from now on; existing threads each
+    // need their own events.
+    for (pid_t pid : options_.pids) {
+      auto threads = ListThreads(pid);
+      if (threads.empty()) threads.push_back(pid);
+      tasks.insert(tasks.end(), threads.begin(), threads.end());
+    }
+  }
+
+  const std::vector<int> cpus = OnlineCpus();
+  // (cpu, sideband?) -> index of the event that owns that CPU's buffer
+  std::map<std::pair<int, bool>, size_t> owner;
+  bool first = true;
+  for (pid_t task : tasks) {
+    bool task_gone = false;
+    for (int cpu : cpus) {
+      for (bool sideband : {false, true}) {
+        perf_event_attr& attr = sideband ? sb : a;
+        auto fd = PerfEventFd::Open(attr, task, cpu);
+        if (!fd.ok() && first) {
+          int e = fd.status().error_number();
+          if (e == EINVAL && (attr.read_format & kFormatLost)) {
+            a.read_format &= ~kFormatLost;  // kernel older than 6.0
+            sb.read_format = a.read_format;
+            fd = PerfEventFd::Open(attr, task, cpu);
+            e = fd.ok() ? 0 : fd.status().error_number();
+          }
+          if (e == EACCES || e == EPERM) {
+            // perf_event_paranoid 2 still allows user-space-only profiling.
+            a.exclude_kernel = sb.exclude_kernel = 1;
+            a.exclude_hv = sb.exclude_hv = 1;
+            fd = PerfEventFd::Open(attr, task, cpu);
+          }
+        }
+        if (!fd.ok()) {
+          // A thread of -p may exit between listing and opening.
+          if (options_.target == CaptureOptions::Target::kPids &&
+              fd.status().error_number() == ESRCH) {
+            task_gone = true;
+            break;
+          }
+          return fd.status();
+        }
+        first = false;
+        auto it = owner.find({cpu, sideband});
+        if (it == owner.end()) {
+          size_t pages = sideband ? kSidebandPages : options_.data_pages;
+          if (Status s = fd->Map(pages); !s.ok()) return s;
+          owner[{cpu, sideband}] = events_.size();
+          buffers_.push_back(events_.size());
+        } else if (Status s = fd->SetOutput(events_[it->second]); !s.ok()) {
+          // One buffer per CPU and kind: per-thread events share it.
+          return s;
+        }
+        is_sideband_.push_back(sideband);
+        events_.push_back(std::move(*fd));
+      }
+      if (task_gone) break;
+    }
+  }
+  if (events_.empty()) return Status::FromErrno(ESRCH, "no task left to profile");
+  read_lost_ = (a.read_format & kFormatLost) != 0;
+  return {};
+}
+
+namespace {
+
+// Opens the file mapped at `start`.  map_files names VMAs by their exact
+// current range; if the VMA was split (mprotect of RELRO, say) or merged
+// since the record, look up the one that now covers `start`.
+Result<int> OpenMapping(uint32_t pid, uint64_t start, uint64_t end) {
+  auto fd = OpenMappedFile(static_cast<pid_t>(pid), start, end);
+  if (fd.ok() || fd.status().error_number() != ENOENT) return fd;
+  if (auto maps = ReadProcMaps(static_cast<pid_t>(pid)); maps.ok()) {
+    for (const ProcMapping& m : *maps) {
+      if (m.start <= start && start < m.end)
+        return OpenMappedFile(static_cast<pid_t>(pid), m.start, m.end);
+    }
+  }
+  return fd;
+}
+
+}  // namespace
+
+BuildId Capture::MappedBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* error) {
+  auto fd = OpenMapping(pid, start, end);
+  if (!fd.ok()) {
+    *error = fd.status().ToString();
+    return {};
+  }
+  struct stat st;
+  BuildId id;
+  bool cached = false;
+  std::tuple<uint64_t, uint64_t, int64_t> key;
+  if (fstat(*fd, &st) == 0) {
+    // ctime changes on any write to the file, so an in-place rewrite gets a
+    // new key even though the inode stays the same.
+    key = {st.st_dev, st.st_ino, st.st_ctim.tv_sec * 1000000000ll + st.st_ctim.tv_nsec};
+    if (auto it = id_by_inode_.find(key); it != id_by_inode_.end()) {
+      id = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    auto r = ReadBuildIdFromFd(*fd, MapFilesPath(static_cast<pid_t>(pid), start, end));
+    if (r.ok()) {
+      id = *r;
+      id_by_inode_[key] = id;
+    } else {
+      *error = r.status().ToString();
+    }
+  }
+  close(*fd);
+  return id;
+}
+
+void Capture::CacheFile(uint32_t pid, uint64_t start, uint64_t end, const BuildId& id,
+                        std::string_view path, BuildIdCache::Priority priority) {
+  if (options_.cache == nullptr || id.empty() || IsSpecialPath(path) ||
+      options_.cache->Seen(id))
+    return;
+  // Opening pins the inode; the copy itself happens on the cache's worker.
+  auto fd = OpenMapping(pid, start, end);
+  if (!fd.ok()) {
+    // The mapping is gone (a short-lived process).  The file at the path is
+    // acceptable only if it still has this build-id: the id identifies the
+    // contents, and the worker checks the copy again.
+    int path_fd = open(std::string(path).c_str(), O_RDONLY | O_CLOEXEC);
+    if (path_fd < 0) return;
+    auto path_id = ReadBuildIdFromFd(path_fd, std::string(path));
+    if (!path_id.ok() || *path_id != id) {
+      close(path_fd);
+      return;
+    }
+    fd = path_fd;
+  }
+  options_.cache->Add(id, std::string(path), *fd, priority);
+}
+
+void Capture::HandleRecord(Bytes record, CaptureSink& sink) {
+  ++stats_.records;
+  perf_event_header h;
+  if (!ReadHeader(record, &h)) return;
+  if (h.type == PERF_RECORD_SAMPLE) {
+    ++stats_.samples;
+    sink.OnRecord(record);
+    return;
+  }
+  if (h.type == PERF_RECORD_LOST) {
+    Record r;
+    if (DecodeRecord(record, format(), &r) == DecodeStatus::kOk)
+      stats_.lost_records += std::get<LostRecord>(r).lost;
+    sink.OnRecord(record);
+    return;
+  }
+  if (h.type != PERF_RECORD_MMAP2 && h.type != kRecordMmap3) {
+    sink.OnRecord(record);
+    return;
+  }
+  ++stats_.mmaps;
+  Record r;
+  if (DecodeRecord(record, format(), &r) != DecodeStatus::kOk) {
+    sink.OnRecord(record);  // counted as bad by the consumer
+    return;
+  }
+  MmapRecord& m = std::get<MmapRecord>(r);
+  // MMAP3 says why an id is missing.  NO_NOTE, NOT_ELF, NO_FILE and REFUSED
+  // are final; UNAVAILABLE, IO_ERROR, MALFORMED and statuses newer than this
+  // header are worth a second try through map_files.
+  const uint8_t st = m.build_id_status;
+  const bool final_status =
+      m.format == MmapFormat::kMmap3 &&
+      (st == PERF_MMAP3_BUILD_ID_NO_NOTE || st == PERF_MMAP3_BUILD_ID_NOT_ELF ||
+       st == PERF_MMAP3_BUILD_ID_NO_FILE || st == PERF_MMAP3_BUILD_ID_REFUSED);
+  if (!m.build_id.empty() || final_status || IsSpecialPath(m.filename) || m.pid == kKernelPid) {
+    CacheFile(m.pid, m.start, m.start + m.len, m.build_id, m.filename);
+    sink.OnRecord(record);
+    return;
+  }
+  // The kernel gave none: read it from the mapped inode while it is mapped.
+  std::string error;
+  BuildId id = MappedBuildId(m.pid, m.start, m.start + m.len, &error);
+  if (id.empty()) {
+    if (!error.empty()) ++stats_.fill_failures;
+    sink.OnRecord(record);
+    return;
+  }
+  ++stats_.filled_build_ids;
+  overrides_.Add(m.pid, m.start, id, BuildIdSource::kMapFiles);
+  CacheFile(m.pid, m.start, m.start + m.len, id, m.filename);
+  sink.OnRecord(WithBuildId(m, id, format()));
+}
+
+std::vector<uint8_t> WithBuildId(MmapRecord m, const BuildId& id, const SampleFormat& format) {
+  if (m.format == MmapFormat::kMmap2) {
+    // The inode identity is lost, as with a kernel-provided build-id; the
+    // build-id is what attribution needs.
+    m.format = MmapFormat::kMmap2BuildId;
+    m.build_id = id;
+  } else if (m.format == MmapFormat::kMmap3) {
+    m.build_id = id;
+    m.build_id_status = PERF_MMAP3_BUILD_ID_FOUND;
+  }
+  return EncodeMmap(m, format);
+}
+
+void Capture::SynthesizeKernel(CaptureSink& sink) {
+  // What perf writes first: the kernel text as a PERF_RECORD_MMAP of pid -1
+  // named "[kernel.kallsyms]_text", so perf report can relocate kallsyms.
+  auto text = ReadSmallFile("/proc/kallsyms");
+  if (!text.ok()) return;
+  uint64_t start = 0, end = 0;
+  std::string_view all = *text;
+  while (!all.empty() && (start == 0 || end == 0)) {
+    size_t nl = all.find('\n');
+    std::string_view line = all.substr(0, nl);
+    all.remove_prefix(nl == std::string_view::npos ? all.size() : nl + 1);
+    size_t sp = line.find(' ');
+    if (sp == std::string_view::npos || line.size() < sp + 3) continue;
+    std::string_view name = line.substr(sp + 3);
+    if (name != "_text" && name != "_etext") continue;
+    uint64_t addr = std::strtoull(std::string(line.substr(0, sp)).c_str(), nullptr, 16);
+    (name == "_text" ? start : end) = addr;
+  }
+  if (start == 0) return;  // addresses hidden by kptr_restrict
+  MmapRecord m;
+  m.format = MmapFormat::kMmap;
+  m.misc = PERF_RECORD_MISC_KERNEL;
+  m.pid = kKernelPid;
+  m.tid = 0;
+  m.start = start;
+  m.len = end > start ? end - start : ~uint64_t{0} - start;
+  m.pgoff = start;
+  m.filename = "[kernel.kallsyms]_text";
+  m.sample_id.has_tid = m.sample_id.has_time = m.sample_id.has_cpu = true;
+  m.sample_id.pid = kKernelPid;
+  sink.OnRecord(EncodeMmap(m, format()));
+  ++stats_.synthesized;
+}
+
+void Capture::SynthesizeExisting(CaptureSink& sink) {
+  std::vector<pid_t> pids;
+  if (options_.target == CaptureOptions::Target::kSystemWide) {
+    pids = ListProcesses();
+  } else if (options_.target == CaptureOptions::Target::kPids) {
+    pids = options_.pids;
+  } else {
+    sink.OnRoundEnd();
+    return;  // a command starts from exec: the kernel reports everything
+  }
+  const SampleFormat f = format();
+  for (pid_t pid : pids) {
+    auto maps = ReadProcMaps(pid);
+    if (!maps.ok()) continue;  // exited meanwhile, or a kernel thread
+    for (pid_t tid : ListThreads(pid)) {
+      CommRecord c;
+      c.pid = c.tid = static_cast<uint32_t>(pid);
+      c.tid = static_cast<uint32_t>(tid);
+      std::string comm = ReadComm(pid, tid);
+      c.comm = comm;
+      c.sample_id = {true, true, false, true, c.pid, c.tid, 0, 0, 0};
+      sink.OnRecord(EncodeComm(c, f));
+      ++stats_.synthesized;
+    }
+    for (const ProcMapping& pm : *maps) {
+      if (!pm.executable || IsSpecialPath(pm.path)) continue;
+      MmapRecord m;
+      m.format = MmapFormat::kMmap2;
+      m.misc = PERF_RECORD_MISC_USER;
+      m.pid = m.tid = static_cast<uint32_t>(pid);
+      m.start = pm.start;
+      m.len = pm.end - pm.start;
+      m.pgoff = pm.pgoff;
+      m.maj = pm.maj;
+      m.min = pm.min;
+      m.ino = pm.ino;
+      m.prot = PROT_READ | PROT_EXEC;
+      m.flags = pm.shared ? MAP_SHARED : MAP_PRIVATE;
+      m.filename = pm.path;
+      m.sample_id = {true, true, false, true, m.pid, m.tid, 0, 0, 0};
+      std::string error;
+      BuildId id = MappedBuildId(m.pid, pm.start, pm.end, &error);
+      if (mode_ == CaptureMode::kMmap3) {
+        // Keep both identities, as the kernel's MMAP3 records do.
+        m.format = MmapFormat::kMmap3;
+        m.build_id_status = id.empty() ? (error.empty() ? PERF_MMAP3_BUILD_ID_NO_NOTE
+                                                        : PERF_MMAP3_BUILD_ID_UNAVAILABLE)
+                                       : PERF_MMAP3_BUILD_ID_FOUND;
+      }
+      if (!id.empty()) {
+        if (m.format == MmapFormat::kMmap2) m.format = MmapFormat::kMmap2BuildId;
+        m.build_id = id;
+        overrides_.Add(m.pid, m.start, id, BuildIdSource::kMapFiles);
+        CacheFile(m.pid, pm.start, pm.end, id, pm.path, BuildIdCache::Priority::kBackground);
+        ++stats_.filled_build_ids;
+      } else if (!error.empty()) {
+        ++stats_.fill_failures;
+      }
+      sink.OnRecord(EncodeMmap(m, f));
+      ++stats_.synthesized;
+      ++stats_.mmaps;
+    }
+  }
+  sink.OnRoundEnd();
+}
+
+size_t Capture::DrainAll(CaptureSink& sink) {
+  size_t n = 0;
+  for (size_t index : buffers_) {
+    RingBuffer* ring = events_[index].ring();
+    n += ring->Drain([&](Bytes record) { HandleRecord(record, sink); });
+  }
+  uint64_t bad = 0, straddled = 0;
+  for (size_t index : buffers_) {
+    bad += events_[index].ring()->stats().bad_size;
+    straddled += events_[index].ring()->stats().straddled;
+  }
+  stats_.bad_size = bad;
+  stats_.straddled = straddled;
+  sink.OnRoundEnd();
+  return n;
+}
+
+void Capture::ReapChild(bool block) {
+  if (child_ <= 0 || child_status_ != -1) return;
+  int status;
+  pid_t r = waitpid(child_, &status, block ? 0 : WNOHANG);
+  if (r == child_) child_status_ = status;
+}
+
+Status Capture::Run(CaptureSink& sink) {
+  // Signals arrive through a signalfd read on the ring, so Ctrl-C becomes an
+  // ordinary completion and the loop can drain before returning.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGCHLD);
+  sigset_t old_mask;
+  if (sigprocmask(SIG_BLOCK, &mask, &old_mask) != 0) return ErrnoStatus("sigprocmask");
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+  if (sfd < 0) return ErrnoStatus("signalfd");
+
+  io_uring ring;
+  int rc = io_uring_queue_init(static_cast<unsigned>(buffers_.size() * 2 + 8), &ring, 0);
+  if (rc < 0) {
+    close(sfd);
+    return Status::FromErrno(-rc, "io_uring_queue_init");
+  }
+  auto cleanup = [&] {
+    io_uring_queue_exit(&ring);
+    close(sfd);
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  };
+
+  auto arm_poll = [&](size_t i) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_poll_add(sqe, events_[buffers_[i]].fd(), POLLIN);
+    io_uring_sqe_set_data64(sqe, i);
+  };
+  signalfd_siginfo& siginfo = *siginfo_;
+  auto arm_signal = [&] {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_read(sqe, sfd, &siginfo, sizeof(siginfo), 0);
+    io_uring_sqe_set_data64(sqe, kTagSignal);
+  };
+  __kernel_timespec tick{0, kTickNanos};
+  auto arm_tick = [&] {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_timeout(sqe, &tick, 0, 0);
+    io_uring_sqe_set_data64(sqe, kTagTick);
+  };
+  __kernel_timespec duration{};
+  if (options_.duration_seconds > 0) {
+    duration.tv_sec = static_cast<int64_t>(options_.duration_seconds);
+    duration.tv_nsec = static_cast<int64_t>((options_.duration_seconds - duration.tv_sec) * 1e9);
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_timeout(sqe, &duration, 0, 0);
+    io_uring_sqe_set_data64(sqe, kTagDuration);
+  }
+  for (size_t i = 0; i < buffers_.size(); ++i) arm_poll(i);
+  arm_signal();
+  arm_tick();
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+
+  // Enable before synthesizing: a mapping created in between is then
+  // reported by the kernel too, rather than by neither.  Synthesized records
+  // carry time 0, so the sorter puts them before anything the kernel wrote.
+  if (options_.target != CaptureOptions::Target::kCommand) {
+    for (PerfEventFd& e : events_) {
+      if (Status s = e.Enable(); !s.ok()) {
+        cleanup();
+        return s;
+      }
+    }
+  }
+  SynthesizeKernel(sink);
+  SynthesizeExisting(sink);
+  if (!options_.command.empty()) {
+    if (Status s = ReleaseCommand(); !s.ok()) {
+      cleanup();
+      return s;
+    }
+  }
+
+  bool stop = false;
+  Status status;
+  while (!stop) {
+    rc = io_uring_submit_and_wait(&ring, 1);
+    if (rc < 0 && rc != -EINTR) {
+      status = Status::FromErrno(-rc, "io_uring_submit_and_wait");
+      break;
+    }
+    io_uring_cqe* cqe;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&ring, head, cqe) {
+      ++seen;
+      const uint64_t tag = io_uring_cqe_get_data64(cqe);
+      if (tag == kTagSignal) {
+        if (cqe->res == static_cast<int>(sizeof(siginfo))) {
+          if (siginfo.ssi_signo == SIGCHLD) {
+            ReapChild(false);
+            if (child_status_ != -1) stop = true;
+          } else {
+            stop = true;
+          }
+        }
+        if (!stop) arm_signal();
+      } else if (tag == kTagTick) {
+        stats_.elapsed_seconds = elapsed();
+        sink.OnTick(stats_);
+        arm_tick();
+      } else if (tag == kTagDuration) {
+        stop = true;
+      } else if (tag < buffers_.size()) {
+        ++stats_.wakeups;
+        // POLLHUP: every task of a per-task event has exited; polling again
+        // would complete immediately forever.  The buffer is still drained
+        // on every pass until the end.
+        if (cqe->res <= 0 || !(cqe->res & POLLHUP)) arm_poll(tag);
+      }
+    }
+    io_uring_cq_advance(&ring, seen);
+    DrainAll(sink);
+  }
+
+  // Stop producing, then take everything the kernel still holds.
+  for (PerfEventFd& e : events_) (void)e.Disable();
+  while (DrainAll(sink) != 0) {
+  }
+  if (read_lost_) {
+    for (const PerfEventFd& e : events_) {
+      auto lost = e.LostSamples();  // side-band events lose records too
+      if (lost.ok()) stats_.event_lost += *lost;
+    }
+  }
+  stats_.elapsed_seconds = elapsed();
+  if (child_ > 0 && child_status_ == -1) {
+    // Stopped by a signal or the duration while the command runs: end it the
+    // way a terminal would, and for good if it ignores that.
+    kill(child_, SIGINT);
+    for (int i = 0; i < 200 && child_status_ == -1; ++i) {
+      ReapChild(false);
+      if (child_status_ == -1) usleep(10'000);
+    }
+    if (child_status_ == -1) {
+      kill(child_, SIGKILL);
+      ReapChild(true);
+    }
+  }
+  cleanup();
+  return status;
+}
+
+}  // namespace mmap3

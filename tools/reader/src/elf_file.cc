@@ -1,0 +1,191 @@
+#include "elf_file.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace mmap3 {
+namespace {
+
+constexpr uint32_t kNtGnuBuildId = 3;  // NT_GNU_BUILD_ID
+
+void InitLibelf() {
+  static const bool initialized = [] { return elf_version(EV_CURRENT) != EV_NONE; }();
+  (void)initialized;
+}
+
+// Scans one block of notes for GNU/NT_GNU_BUILD_ID.
+bool FindBuildIdNote(Elf_Data* data, BuildId* out) {
+  if (data == nullptr || data->d_buf == nullptr) return false;
+  size_t offset = 0;
+  GElf_Nhdr nhdr;
+  size_t name_off, desc_off;
+  // gelf_getnote bounds-checks each note against d_size and returns 0 at the
+  // end or on a malformed note.
+  while (offset < data->d_size &&
+         (offset = gelf_getnote(data, offset, &nhdr, &name_off, &desc_off)) > 0) {
+    const char* base = static_cast<const char*>(data->d_buf);
+    if (nhdr.n_type == kNtGnuBuildId && nhdr.n_namesz == 4 &&
+        std::memcmp(base + name_off, "GNU", 4) == 0 && nhdr.n_descsz > 0) {
+      *out = BuildId(base + desc_off, nhdr.n_descsz);
+      return true;
+    }
+  }
+  return false;
+}
+
+BuildId FindBuildId(Elf* elf) {
+  BuildId id;
+  size_t phnum = 0;
+  if (elf_getphdrnum(elf, &phnum) == 0) {
+    for (size_t i = 0; i < phnum; ++i) {
+      GElf_Phdr ph;
+      if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_NOTE) continue;
+      Elf_Data* data = elf_getdata_rawchunk(elf, static_cast<int64_t>(ph.p_offset), ph.p_filesz,
+                                            ELF_T_NHDR);
+      if (FindBuildIdNote(data, &id)) return id;
+    }
+  }
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE) continue;
+    Elf_Data* data = nullptr;
+    while ((data = elf_getdata(scn, data)) != nullptr) {
+      if (FindBuildIdNote(data, &id)) return id;
+    }
+  }
+  return id;
+}
+
+}  // namespace
+
+Result<ElfFile> ElfFile::Open(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open " + path);
+  return FromFd(fd, path);
+}
+
+Result<ElfFile> ElfFile::FromFd(int fd, const std::string& name) {
+  InitLibelf();
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  if (elf == nullptr) {
+    close(fd);
+    return Status::Failure(name + ": " + elf_errmsg(-1));
+  }
+  ElfFile file(fd, elf);
+  if (Status s = file.Load(name); !s.ok()) return s;
+  return file;
+}
+
+Status ElfFile::Load(const std::string& name) {
+  if (elf_kind(elf_) != ELF_K_ELF) return Status::Failure(name + ": not an ELF file");
+  GElf_Ehdr eh;
+  if (gelf_getehdr(elf_, &eh) == nullptr) return Status::Failure(name + ": " + elf_errmsg(-1));
+  size_t phnum = 0;
+  if (elf_getphdrnum(elf_, &phnum) == 0) {
+    for (size_t i = 0; i < phnum; ++i) {
+      GElf_Phdr ph;
+      if (gelf_getphdr(elf_, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_LOAD) continue;
+      loads_.push_back({ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_memsz, (ph.p_flags & PF_X) != 0});
+    }
+  }
+  build_id_ = FindBuildId(elf_);
+  return {};
+}
+
+ElfFile::ElfFile(ElfFile&& other) noexcept
+    : fd_(other.fd_), elf_(other.elf_), build_id_(other.build_id_),
+      loads_(std::move(other.loads_)) {
+  other.fd_ = -1;
+  other.elf_ = nullptr;
+}
+
+ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = other.fd_;
+    elf_ = other.elf_;
+    build_id_ = other.build_id_;
+    loads_ = std::move(other.loads_);
+    other.fd_ = -1;
+    other.elf_ = nullptr;
+  }
+  return *this;
+}
+
+ElfFile::~ElfFile() { Close(); }
+
+void ElfFile::Close() {
+  if (elf_ != nullptr) elf_end(elf_);
+  if (fd_ >= 0) close(fd_);
+  elf_ = nullptr;
+  fd_ = -1;
+}
+
+std::optional<uint64_t> ElfFile::FileOffsetToVaddr(uint64_t offset) const {
+  for (const LoadSegment& s : loads_) {
+    if (offset >= s.offset && offset - s.offset < s.filesz) return offset - s.offset + s.vaddr;
+  }
+  return std::nullopt;
+}
+
+bool ElfFile::HasSymtab() const {
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) != nullptr && sh.sh_type == SHT_SYMTAB && sh.sh_size > 0) return true;
+  }
+  return false;
+}
+
+std::vector<ElfSymbol> ElfFile::ReadSymbols() const {
+  std::vector<ElfSymbol> out;
+  for (Elf64_Word wanted : {SHT_SYMTAB, SHT_DYNSYM}) {
+    Elf_Scn* scn = nullptr;
+    while ((scn = elf_nextscn(elf_, scn)) != nullptr) {
+      GElf_Shdr sh;
+      if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != wanted || sh.sh_entsize == 0) continue;
+      Elf_Data* data = elf_getdata(scn, nullptr);
+      if (data == nullptr) continue;
+      size_t count = sh.sh_size / sh.sh_entsize;
+      for (size_t i = 0; i < count; ++i) {
+        GElf_Sym sym;
+        if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
+        int type = GELF_ST_TYPE(sym.st_info);
+        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+            sym.st_value == 0)
+          continue;
+        const char* name = elf_strptr(elf_, sh.sh_link, sym.st_name);
+        if (name == nullptr || *name == '\0') continue;
+        out.push_back({sym.st_value, sym.st_size, name});
+      }
+    }
+  }
+  // Stable: .symtab entries come first and win ties with .dynsym.
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ElfSymbol& a, const ElfSymbol& b) { return a.addr < b.addr; });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const ElfSymbol& a, const ElfSymbol& b) { return a.addr == b.addr; }),
+            out.end());
+  return out;
+}
+
+Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name) {
+  InitLibelf();
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  if (elf == nullptr) return Status::Failure(name + ": " + elf_errmsg(-1));
+  if (elf_kind(elf) != ELF_K_ELF) {
+    elf_end(elf);
+    return Status::Failure(name + ": not an ELF file");
+  }
+  BuildId id = FindBuildId(elf);
+  elf_end(elf);
+  return id;
+}
+
+}  // namespace mmap3

@@ -1,0 +1,227 @@
+// mmap3-reader command line.  The only place that prints errors and picks
+// exit codes: 0 success, 1 failure, 2 usage.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "build_id_cache.h"
+#include "commands.h"
+#include "proc_maps.h"
+#include "report.h"
+
+namespace {
+
+using namespace mmap3;
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+enum class Format { kText, kJson, kFolded };
+
+void PrintReport(const ReportModel& model, Format format) {
+  switch (format) {
+    case Format::kText: WriteTextReport(model, std::cout); break;
+    case Format::kJson: WriteJsonReport(model, std::cout); break;
+    case Format::kFolded: WriteFoldedReport(model, std::cout); break;
+  }
+  std::cout.flush();
+}
+
+int Fail(const Status& status) {
+  std::string msg = status.ToString();
+  const int e = status.error_number();
+  if (status.context().rfind("perf_event_open", 0) == 0 && (e == EACCES || e == EPERM)) {
+    std::string paranoid = "unknown";
+    if (auto p = ReadSmallFile("/proc/sys/kernel/perf_event_paranoid"); p.ok()) {
+      paranoid = *p;
+      while (!paranoid.empty() && paranoid.back() == '\n') paranoid.pop_back();
+    }
+    msg += fmt::format(
+        "\n  The kernel refused the perf event; kernel.perf_event_paranoid is {}."
+        "\n  System-wide profiling (-a) needs it at 0 or below"
+        " (sysctl -w kernel.perf_event_paranoid=0),"
+        "\n  kernel samples of your own processes at 1 or below; or run with CAP_PERFMON"
+        "\n  (CAP_SYS_ADMIN before Linux 5.8), which processes of other users always need.",
+        paranoid);
+  } else if (e == ESRCH) {
+    msg = fmt::format("no such process: {}", status.context());
+  }
+  fmt::print(stderr, "mmap3-reader: error: {}\n", msg);
+  return kExitFailure;
+}
+
+std::vector<pid_t> ParsePids(const std::string& list, std::string* error) {
+  std::vector<pid_t> pids;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v <= 0 || v > 0x3fffffff) {
+      *error = fmt::format("bad PID '{}'", item);
+      return {};
+    }
+    pids.push_back(static_cast<pid_t>(v));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return pids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mmap3-reader: a profiler that attributes samples by build-id"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for all subcommands");
+
+  Format format = Format::kText;
+  const std::map<std::string, Format> kFormats{
+      {"text", Format::kText}, {"json", Format::kJson}, {"folded", Format::kFolded}};
+  std::string cache_dir = DefaultBuildIdCacheDir();
+
+  // record
+  CLI::App* record = app.add_subcommand("record", "Capture a profile");
+  bool system_wide = false, callchains = false, quiet = false, no_cache = false;
+  std::string pid_list, output, mode = "auto";
+  uint64_t frequency = 4000;
+  double duration = 0;
+  size_t pages = 256;
+  std::vector<std::string> command;
+  record->add_flag("-a,--all-cpus", system_wide, "System-wide collection from all CPUs");
+  record->add_option("-p,--pid", pid_list, "Profile existing processes (comma-separated PIDs)");
+  record->add_option("-F,--freq", frequency, "Sampling frequency in Hz")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1000000}));
+  record->add_flag("-g,--call-graph", callchains, "Record call chains");
+  record->add_option("-d,--duration", duration, "Stop after this many seconds")
+      ->check(CLI::Range(0.0, 1e7));
+  record->add_option("-o,--output", output,
+                     "Write a perf.data file instead of printing a report");
+  record->add_option("-m,--mmap-pages", pages, "Ring buffer data pages per CPU (power of two)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  record->add_option("--mode", mode,
+                     "Highest build-id mode to use: auto (detect), mmap2-build-id, mmap2")
+      ->check(CLI::IsMember({"auto", "mmap3", "mmap2-build-id", "mmap2"}));
+  record->add_flag("-q,--quiet", quiet, "No live status line and no summary");
+  record->add_flag("--no-buildid-cache", no_cache, "Do not copy DSOs into the build-id cache");
+  record->add_option("--buildid-dir", cache_dir, "Build-id cache directory (default ~/.debug)");
+  record->add_option("--format", format, "Report format when not writing a file")
+      ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case));
+  record->add_option("command", command, "Command to run and profile (after --)");
+  record->positionals_at_end();
+
+  // report
+  CLI::App* report = app.add_subcommand("report", "Report a saved capture");
+  std::string input = "perf.data";
+  bool report_callchains = false;
+  report->add_option("-i,--input", input, "perf.data file (ours or perf's)");
+  report->add_option("--format", format, "text, json or folded")
+      ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case));
+  report->add_flag("-g,--call-graph", report_callchains, "Use call chains (for --format folded)");
+  report->add_option("--buildid-dir", cache_dir, "Build-id cache directory (default ~/.debug)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "mmap3-reader: {}\n\n", e.what());
+    std::cerr << app.help();
+    return kExitUsage;
+  }
+
+  auto usage = [&](const std::string& msg, CLI::App* sub) {
+    fmt::print(stderr, "mmap3-reader: {}\n\n", msg);
+    std::cerr << sub->help();
+    return kExitUsage;
+  };
+
+  if (record->parsed()) {
+    RecordOptions ro;
+    CaptureOptions& co = ro.capture;
+    // -a may come with a command, which then only bounds the capture.
+    int targets = (system_wide ? 1 : 0) + (pid_list.empty() ? 0 : 1) +
+                  (command.empty() || system_wide ? 0 : 1);
+    if (targets != 1) return usage("record needs exactly one of -a, -p PID or -- COMMAND", record);
+    if (!pid_list.empty() && !command.empty())
+      return usage("-p cannot be combined with a command", record);
+    if (system_wide) {
+      co.target = CaptureOptions::Target::kSystemWide;
+      co.command = command;
+    } else if (!pid_list.empty()) {
+      std::string error;
+      co.pids = ParsePids(pid_list, &error);
+      if (co.pids.empty()) return usage(error, record);
+      co.target = CaptureOptions::Target::kPids;
+    } else {
+      co.target = CaptureOptions::Target::kCommand;
+      co.command = command;
+    }
+    if ((pages & (pages - 1)) != 0) return usage("--mmap-pages must be a power of two", record);
+    if (format == Format::kFolded && !callchains)
+      return usage("--format folded needs -g (call chains)", record);
+    co.frequency = frequency;
+    co.callchains = callchains;
+    co.duration_seconds = duration;
+    co.data_pages = pages;
+    if (mode == "mmap2") co.max_mode = CaptureMode::kMmap2;
+    if (mode == "mmap2-build-id") co.max_mode = CaptureMode::kMmap2BuildId;
+    ro.output = output;
+    ro.callchains = callchains;
+    ro.cache_dir = no_cache ? "" : cache_dir;
+    const bool status_line = !quiet && isatty(STDERR_FILENO);
+    if (status_line) {
+      ro.on_status = [](const CaptureStats& s) {
+        double rate = s.elapsed_seconds > 0 ? static_cast<double>(s.samples) / s.elapsed_seconds : 0;
+        fmt::print(stderr, "\r\033[K{:.1f}s  {} samples  {:.0f}/s  lost {}  mappings {}",
+                   s.elapsed_seconds, s.samples, rate, s.lost_records, s.mmaps);
+        std::fflush(stderr);
+      };
+    }
+    auto result = RunRecord(ro);
+    if (status_line) fmt::print(stderr, "\r\033[K");
+    if (!result.ok()) return Fail(result.status());
+    const RecordResult& r = *result;
+    if (!quiet) {
+      fmt::print(stderr,
+                 "[ mmap3-reader: mode {}{}; {} samples, {} mappings, {} build-ids read via "
+                 "map_files ({} unreadable), lost {} ]\n",
+                 CaptureModeName(r.mode), r.mode_reason.empty() ? "" : " (" + r.mode_reason + ")",
+                 r.stats.samples, r.stats.mmaps, r.stats.filled_build_ids, r.stats.fill_failures,
+                 r.stats.lost_records);
+      if (!ro.cache_dir.empty())
+        fmt::print(stderr, "[ build-id cache {}: {} copied, {} present, {} changed, {} failed ]\n",
+                   ro.cache_dir, r.cache.copied, r.cache.present, r.cache.mismatch, r.cache.failed);
+      if (!output.empty())
+        fmt::print(stderr, "[ wrote {} ({} bytes of records) ]\n", output, r.bytes_written);
+    }
+    if (output.empty()) PrintReport(r.report, format);
+    return kExitOk;
+  }
+
+  if (report->parsed()) {
+    ReportOptions opts;
+    opts.input = input;
+    opts.cache_dir = cache_dir;
+    opts.callchains = report_callchains;
+    if (format == Format::kFolded && !report_callchains)
+      return usage("--format folded needs -g (call chains)", report);
+    auto model = RunReport(opts);
+    if (!model.ok()) return Fail(model.status());
+    PrintReport(*model, format);
+    return kExitOk;
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,293 @@
+#include "perf_data.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace mmap3 {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'E', 'R', 'F', 'I', 'L', 'E', '2'};
+constexpr uint16_t kMiscBuildIdSize = 1 << 15;  // PERF_RECORD_MISC_BUILD_ID_SIZE
+constexpr size_t kNameAlign = 64;               // perf pads build-id filenames to this
+
+struct FileSection {
+  uint64_t offset;
+  uint64_t size;
+};
+
+struct FileHeader {
+  char magic[8];
+  uint64_t size;
+  uint64_t attr_size;  // sizeof(perf_event_attr) + sizeof(FileSection)
+  FileSection attrs;
+  FileSection data;
+  FileSection event_types;
+  uint64_t features[kFeatureBits / 64];
+};
+static_assert(sizeof(FileHeader) == 104);
+
+// Fixed part of a HEADER_BUILD_ID entry.
+struct BuildIdEntryHeader {
+  perf_event_header header;
+  int32_t pid;
+  uint8_t build_id[20];
+  uint8_t size;
+  uint8_t reserved1;
+  uint16_t reserved2;
+};
+static_assert(sizeof(BuildIdEntryHeader) == 36);
+
+Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    ssize_t n = pwrite(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write " + path);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return {};
+}
+
+void Append(std::vector<uint8_t>& out, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  out.insert(out.end(), b, b + n);
+}
+
+}  // namespace
+
+Result<PerfDataWriter> PerfDataWriter::Create(const std::string& path,
+                                              std::vector<PerfFileAttr> attrs) {
+  PerfDataWriter w;
+  w.path_ = path;
+  w.fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w.fd_ < 0) return ErrnoStatus("create " + path);
+  w.attrs_ = std::move(attrs);
+  // ids arrays first, then the attrs that point at them, then data.
+  uint64_t off = sizeof(FileHeader);
+  for (const PerfFileAttr& a : w.attrs_) off += a.ids.size() * sizeof(uint64_t);
+  w.attrs_offset_ = off;
+  off += w.attrs_.size() * (sizeof(perf_event_attr) + sizeof(FileSection));
+  w.data_offset_ = (off + 7) & ~uint64_t{7};
+  return w;
+}
+
+PerfDataWriter::PerfDataWriter(PerfDataWriter&& o) noexcept
+    : fd_(o.fd_), path_(std::move(o.path_)), attrs_(std::move(o.attrs_)),
+      attrs_offset_(o.attrs_offset_), data_offset_(o.data_offset_), data_size_(o.data_size_),
+      buffer_(std::move(o.buffer_)) {
+  o.fd_ = -1;
+}
+
+PerfDataWriter::~PerfDataWriter() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Status PerfDataWriter::Write(Bytes record) {
+  buffer_.insert(buffer_.end(), record.begin(), record.end());
+  if (buffer_.size() >= (1u << 20)) return Flush();
+  return {};
+}
+
+Status PerfDataWriter::Flush() {
+  if (buffer_.empty()) return {};
+  Status s = WriteAll(fd_, buffer_.data(), buffer_.size(), data_offset_ + data_size_, path_);
+  if (!s.ok()) return s;
+  data_size_ += buffer_.size();
+  buffer_.clear();
+  return {};
+}
+
+Status PerfDataWriter::Finish(const std::vector<BuildIdEntry>& build_ids,
+                              const std::string& meta_json) {
+  if (Status s = Flush(); !s.ok()) return s;
+
+  FileHeader h{};
+  std::memcpy(h.magic, kMagic, sizeof(kMagic));
+  h.size = sizeof(FileHeader);
+  h.attr_size = sizeof(perf_event_attr) + sizeof(FileSection);
+
+  // ids, then attrs
+  std::vector<uint8_t> head;
+  uint64_t ids_off = sizeof(FileHeader);
+  std::vector<uint8_t> attr_bytes;
+  for (const PerfFileAttr& a : attrs_) {
+    FileSection ids{ids_off, a.ids.size() * sizeof(uint64_t)};
+    Append(head, a.ids.data(), ids.size);
+    ids_off += ids.size;
+    perf_event_attr attr = a.attr;
+    attr.size = sizeof(perf_event_attr);
+    Append(attr_bytes, &attr, sizeof(attr));
+    Append(attr_bytes, &ids, sizeof(ids));
+  }
+  head.insert(head.end(), attr_bytes.begin(), attr_bytes.end());
+  if (Status s = WriteAll(fd_, head.data(), head.size(), sizeof(FileHeader), path_); !s.ok())
+    return s;
+  h.attrs = {attrs_offset_, attr_bytes.size()};
+  h.data = {data_offset_, data_size_};
+
+  // Feature payloads, in bit order, preceded by their section table.
+  std::vector<std::pair<int, std::vector<uint8_t>>> features;
+  {
+    std::vector<uint8_t> payload;
+    for (const BuildIdEntry& e : build_ids) {
+      size_t name_len = e.filename.size() + 1;
+      size_t padded = (name_len + kNameAlign - 1) / kNameAlign * kNameAlign;
+      BuildIdEntryHeader b{};
+      b.header.type = 0;
+      b.header.misc = static_cast<uint16_t>(e.misc | kMiscBuildIdSize);
+      b.header.size = static_cast<uint16_t>(sizeof(b) + padded);
+      b.pid = e.pid;
+      std::memcpy(b.build_id, e.build_id.data(), e.build_id.size());
+      b.size = static_cast<uint8_t>(e.build_id.size());
+      Append(payload, &b, sizeof(b));
+      Append(payload, e.filename.data(), e.filename.size());
+      payload.resize(payload.size() + (padded - e.filename.size()), 0);
+    }
+    features.emplace_back(kFeatureBuildId, std::move(payload));
+  }
+  if (!meta_json.empty()) {
+    std::vector<uint8_t> payload(meta_json.begin(), meta_json.end());
+    features.emplace_back(kFeatureReaderMeta, std::move(payload));
+  }
+  uint64_t table_off = data_offset_ + data_size_;
+  uint64_t payload_off = table_off + features.size() * sizeof(FileSection);
+  std::vector<uint8_t> tail;
+  std::vector<FileSection> table;
+  for (auto& [bit, payload] : features) {
+    h.features[bit / 64] |= uint64_t{1} << (bit % 64);
+    table.push_back({payload_off + tail.size(), payload.size()});
+    tail.insert(tail.end(), payload.begin(), payload.end());
+  }
+  if (Status s = WriteAll(fd_, table.data(), table.size() * sizeof(FileSection), table_off, path_);
+      !s.ok())
+    return s;
+  if (Status s = WriteAll(fd_, tail.data(), tail.size(), payload_off, path_); !s.ok()) return s;
+  if (Status s = WriteAll(fd_, &h, sizeof(h), 0, path_); !s.ok()) return s;
+  int fd = fd_;
+  fd_ = -1;
+  if (close(fd) != 0) return ErrnoStatus("close " + path_);
+  return {};
+}
+
+Result<PerfDataReader> PerfDataReader::Open(const std::string& path) {
+  PerfDataReader r;
+  r.path_ = path;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open " + path);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    Status s = ErrnoStatus("stat " + path);
+    close(fd);
+    return s;
+  }
+  r.size_ = static_cast<size_t>(st.st_size);
+  if (r.size_ < sizeof(FileHeader)) {
+    close(fd);
+    return Status::Failure(path + ": too small for a perf.data header");
+  }
+  void* p = mmap(nullptr, r.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return ErrnoStatus("mmap " + path);
+  r.base_ = static_cast<const uint8_t*>(p);
+  if (Status s = r.Parse(); !s.ok()) return s;
+  return r;
+}
+
+PerfDataReader::PerfDataReader(PerfDataReader&& o) noexcept
+    : path_(std::move(o.path_)), base_(o.base_), size_(o.size_), data_offset_(o.data_offset_),
+      data_size_(o.data_size_), attrs_(std::move(o.attrs_)), build_ids_(std::move(o.build_ids_)),
+      meta_json_(std::move(o.meta_json_)) {
+  std::memcpy(features_, o.features_, sizeof(features_));
+  o.base_ = nullptr;
+}
+
+PerfDataReader::~PerfDataReader() {
+  if (base_ != nullptr) munmap(const_cast<uint8_t*>(base_), size_);
+}
+
+Status PerfDataReader::Parse() {
+  FileHeader h;
+  std::memcpy(&h, base_, sizeof(h));
+  if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0) {
+    uint64_t magic, swapped;
+    std::memcpy(&magic, kMagic, 8);
+    std::memcpy(&swapped, h.magic, 8);
+    if (__builtin_bswap64(swapped) == magic)
+      return Status::Failure(path_ + ": perf.data from a machine of the other endianness "
+                                     "is not supported");
+    return Status::Failure(path_ + ": not a perf.data file (bad magic; pipe-mode files are not "
+                                   "supported)");
+  }
+  auto in_file = [&](const FileSection& s) {
+    return s.offset <= size_ && s.size <= size_ - s.offset;
+  };
+  if (h.size < sizeof(FileHeader) || !in_file(h.attrs) || !in_file(h.data))
+    return Status::Failure(path_ + ": corrupt header (sections outside the file)");
+  if (h.data.size == 0) return Status::Failure(path_ + ": empty data section (capture unfinished?)");
+  data_offset_ = h.data.offset;
+  data_size_ = h.data.size;
+  std::memcpy(features_, h.features, sizeof(features_));
+
+  if (h.attr_size <= sizeof(FileSection) || h.attr_size > 4096)
+    return Status::Failure(path_ + ": corrupt attr size");
+  const size_t attr_bytes = h.attr_size - sizeof(FileSection);
+  for (uint64_t off = 0; off + h.attr_size <= h.attrs.size; off += h.attr_size) {
+    PerfFileAttr a;
+    const uint8_t* p = base_ + h.attrs.offset + off;
+    std::memcpy(&a.attr, p, std::min(attr_bytes, sizeof(perf_event_attr)));
+    FileSection ids;
+    std::memcpy(&ids, p + attr_bytes, sizeof(ids));
+    if (!in_file(ids)) return Status::Failure(path_ + ": corrupt attr id section");
+    a.ids.resize(ids.size / sizeof(uint64_t));
+    if (!a.ids.empty())
+      std::memcpy(a.ids.data(), base_ + ids.offset, a.ids.size() * sizeof(uint64_t));
+    attrs_.push_back(std::move(a));
+  }
+  if (attrs_.empty()) return Status::Failure(path_ + ": no event attributes");
+
+  // Feature sections: a table right after the data, one entry per set bit.
+  uint64_t table = h.data.offset + h.data.size;
+  int index = 0;
+  for (int bit = 0; bit < kFeatureBits; ++bit) {
+    if (!HasFeature(bit)) continue;
+    FileSection sec;
+    uint64_t entry = table + static_cast<uint64_t>(index++) * sizeof(FileSection);
+    if (entry + sizeof(sec) > size_) return Status::Failure(path_ + ": truncated feature table");
+    std::memcpy(&sec, base_ + entry, sizeof(sec));
+    if (!in_file(sec)) return Status::Failure(path_ + ": corrupt feature section");
+    const uint8_t* p = base_ + sec.offset;
+    if (bit == kFeatureBuildId) {
+      size_t off = 0;
+      while (sec.size - off >= sizeof(BuildIdEntryHeader)) {
+        BuildIdEntryHeader b;
+        std::memcpy(&b, p + off, sizeof(b));
+        if (b.header.size < sizeof(b) || b.header.size > sec.size - off) break;
+        BuildIdEntry e;
+        e.pid = b.pid;
+        e.misc = b.header.misc & PERF_RECORD_MISC_CPUMODE_MASK;
+        // Before perf 5.11 the size field did not exist: ids were 20 bytes,
+        // and perf trims trailing zeros... we keep all 20 as it does.
+        size_t idsize = (b.header.misc & kMiscBuildIdSize) ? std::min<size_t>(b.size, 20) : 20;
+        e.build_id = BuildId(b.build_id, idsize);
+        const char* name = reinterpret_cast<const char*>(p + off + sizeof(b));
+        size_t max = b.header.size - sizeof(b);
+        e.filename.assign(name, strnlen(name, max));
+        build_ids_.push_back(std::move(e));
+        off += b.header.size;
+      }
+    } else if (bit == kFeatureReaderMeta) {
+      meta_json_.assign(reinterpret_cast<const char*>(p), sec.size);
+    }
+  }
+  return {};
+}
+
+}  // namespace mmap3

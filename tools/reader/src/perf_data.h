@@ -1,0 +1,124 @@
+// perf.data files: perf's documented on-disk format
+// (tools/perf/Documentation/perf.data-file-format.txt), native endian only.
+//
+// Layout we write:  header | ids of each attr | attrs | data | feature table
+// | feature payloads.  Features: HEADER_BUILD_ID (perf's table of build-ids
+// per path), and kFeatureReaderMeta, a JSON document with what perf's format
+// has no place for (capture mode, per-mapping build-id sources, lost counts).
+// perf skips feature bits it does not know, so the file stays readable by
+// perf.  MMAP3 records (type 63) are written as the kernel produced them;
+// perf 6.1 counts them as unknown and then fails at the next FINISHED_ROUND,
+// so only MMAP2-mode captures are perf-compatible.
+//
+// Contract: PerfDataWriter buffers records and patches the header in
+// Finish(); a file without Finish() has a zero data size and is rejected by
+// readers.  PerfDataReader maps the file; spans it returns stay valid as long
+// as the reader lives.
+#ifndef MMAP3_READER_PERF_DATA_H_
+#define MMAP3_READER_PERF_DATA_H_
+
+#include <linux/perf_event.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "build_id.h"
+#include "record.h"
+#include "result.h"
+
+namespace mmap3 {
+
+inline constexpr int kFeatureBuildId = 2;       // HEADER_BUILD_ID
+inline constexpr int kFeatureCompressed = 27;   // HEADER_COMPRESSED (zstd data; unsupported)
+inline constexpr int kFeatureReaderMeta = 200;  // ours; beyond any perf feature
+inline constexpr int kFeatureBits = 256;
+
+struct PerfFileAttr {
+  perf_event_attr attr{};
+  std::vector<uint64_t> ids;
+};
+
+// One HEADER_BUILD_ID entry.
+struct BuildIdEntry {
+  int32_t pid = -1;  // perf: -1 (HOST_KERNEL_ID) for host DSOs
+  uint16_t misc = PERF_RECORD_MISC_USER;  // cpumode: USER or KERNEL
+  BuildId build_id;
+  std::string filename;
+};
+
+class PerfDataWriter {
+ public:
+  static Result<PerfDataWriter> Create(const std::string& path, std::vector<PerfFileAttr> attrs);
+  PerfDataWriter(PerfDataWriter&& other) noexcept;
+  PerfDataWriter& operator=(PerfDataWriter&&) = delete;
+  ~PerfDataWriter();
+
+  Status Write(Bytes record);
+  // Writes the feature sections and the final header, then closes the file.
+  Status Finish(const std::vector<BuildIdEntry>& build_ids, const std::string& meta_json);
+  uint64_t data_size() const { return data_size_ + buffer_.size(); }
+
+ private:
+  PerfDataWriter() = default;
+  Status Flush();
+
+  int fd_ = -1;
+  std::string path_;
+  std::vector<PerfFileAttr> attrs_;
+  uint64_t attrs_offset_ = 0;
+  uint64_t data_offset_ = 0;
+  uint64_t data_size_ = 0;
+  std::vector<uint8_t> buffer_;
+};
+
+class PerfDataReader {
+ public:
+  static Result<PerfDataReader> Open(const std::string& path);
+  PerfDataReader(PerfDataReader&& other) noexcept;
+  PerfDataReader& operator=(PerfDataReader&&) = delete;
+  ~PerfDataReader();
+
+  const std::vector<PerfFileAttr>& attrs() const { return attrs_; }
+  const std::vector<BuildIdEntry>& build_ids() const { return build_ids_; }
+  const std::string& meta_json() const { return meta_json_; }
+  bool HasFeature(int bit) const { return (features_[bit / 64] >> (bit % 64)) & 1; }
+  Bytes data() const { return {base_ + data_offset_, data_size_}; }
+
+  // Calls fn(Bytes) for each record of the data section.  A record with an
+  // impossible size ends iteration (the rest cannot be framed); returns the
+  // number of such stops (0 or 1) so the caller can count it.
+  template <typename Fn>
+  uint64_t ForEachRecord(Fn&& fn) const;
+
+ private:
+  PerfDataReader() = default;
+  Status Parse();
+
+  std::string path_;
+  const uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  uint64_t data_offset_ = 0, data_size_ = 0;
+  uint64_t features_[kFeatureBits / 64] = {};
+  std::vector<PerfFileAttr> attrs_;
+  std::vector<BuildIdEntry> build_ids_;
+  std::string meta_json_;
+};
+
+template <typename Fn>
+uint64_t PerfDataReader::ForEachRecord(Fn&& fn) const {
+  Bytes d = data();
+  size_t off = 0;
+  while (d.size() - off >= sizeof(perf_event_header)) {
+    perf_event_header h;
+    std::memcpy(&h, d.data() + off, sizeof(h));
+    if (h.size < sizeof(h) || h.size > d.size() - off) return 1;
+    fn(d.subspan(off, h.size));
+    off += h.size;
+  }
+  return 0;
+}
+
+}  // namespace mmap3
+
+#endif  // MMAP3_READER_PERF_DATA_H_

@@ -1,0 +1,144 @@
+#include "proc_maps.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "elf_file.h"
+
+namespace mmap3 {
+namespace {
+
+bool ParseHex(std::string_view s, uint64_t* out) {
+  if (s.empty()) return false;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), *out, 16);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+std::string_view NextField(std::string_view& line) {
+  size_t b = line.find_first_not_of(' ');
+  if (b == std::string_view::npos) {
+    line = {};
+    return {};
+  }
+  line.remove_prefix(b);
+  size_t e = line.find(' ');
+  std::string_view f = line.substr(0, e);
+  line.remove_prefix(e == std::string_view::npos ? line.size() : e);
+  return f;
+}
+
+std::vector<pid_t> ListNumericDir(const std::string& path) {
+  std::vector<pid_t> out;
+  DIR* d = opendir(path.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    char* end;
+    long v = std::strtol(e->d_name, &end, 10);
+    if (*end == '\0' && v > 0) out.push_back(static_cast<pid_t>(v));
+  }
+  closedir(d);
+  return out;
+}
+
+}  // namespace
+
+std::vector<ProcMapping> ParseProcMaps(std::string_view text) {
+  std::vector<ProcMapping> out;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    // start-end perms offset maj:min inode [path]
+    std::string_view range = NextField(line), perms = NextField(line), off = NextField(line),
+                     dev = NextField(line), ino = NextField(line);
+    size_t dash = range.find('-'), colon = dev.find(':');
+    ProcMapping m;
+    uint64_t maj, min;
+    if (dash == std::string_view::npos || colon == std::string_view::npos || perms.size() < 4 ||
+        !ParseHex(range.substr(0, dash), &m.start) || !ParseHex(range.substr(dash + 1), &m.end) ||
+        !ParseHex(off, &m.pgoff) || !ParseHex(dev.substr(0, colon), &maj) ||
+        !ParseHex(dev.substr(colon + 1), &min))
+      continue;
+    auto r = std::from_chars(ino.data(), ino.data() + ino.size(), m.ino);
+    if (r.ec != std::errc()) continue;
+    m.maj = static_cast<uint32_t>(maj);
+    m.min = static_cast<uint32_t>(min);
+    m.readable = perms[0] == 'r';
+    m.writable = perms[1] == 'w';
+    m.executable = perms[2] == 'x';
+    m.shared = perms[3] == 's';
+    size_t b = line.find_first_not_of(' ');
+    if (b != std::string_view::npos) m.path = std::string(line.substr(b));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+Result<std::string> ReadSmallFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open " + path);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Status s = ErrnoStatus("read " + path);
+      close(fd);
+      return s;
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+Result<std::vector<ProcMapping>> ReadProcMaps(pid_t pid) {
+  auto text = ReadSmallFile(fmt::format("/proc/{}/maps", pid));
+  if (!text.ok()) return text.status();
+  return ParseProcMaps(*text);
+}
+
+std::string MapFilesPath(pid_t pid, uint64_t start, uint64_t end) {
+  return fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, start, end);
+}
+
+Result<int> OpenMappedFile(pid_t pid, uint64_t start, uint64_t end) {
+  std::string path = MapFilesPath(pid, start, end);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open " + path);
+  return fd;
+}
+
+Result<BuildId> ReadMappedBuildId(pid_t pid, uint64_t start, uint64_t end) {
+  auto fd = OpenMappedFile(pid, start, end);
+  if (!fd.ok()) return fd.status();
+  auto id = ReadBuildIdFromFd(*fd, MapFilesPath(pid, start, end));
+  close(*fd);
+  return id;
+}
+
+bool ProcessExists(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+std::vector<pid_t> ListProcesses() { return ListNumericDir("/proc"); }
+
+std::vector<pid_t> ListThreads(pid_t pid) { return ListNumericDir(fmt::format("/proc/{}/task", pid)); }
+
+std::string ReadComm(pid_t pid, pid_t tid) {
+  auto text = ReadSmallFile(fmt::format("/proc/{}/task/{}/comm", pid, tid));
+  if (!text.ok()) return {};
+  std::string s = std::move(*text);
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+}  // namespace mmap3

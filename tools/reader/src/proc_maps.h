@@ -1,0 +1,51 @@
+// /proc access: mappings of running processes and their exact mapped files.
+//
+// Contract: build-ids are read from /proc/PID/map_files/<start>-<end>, which
+// opens the very inode that is mapped (correct when the path was replaced,
+// renamed or deleted), never from the path in /proc/PID/maps.  map_files
+// needs CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE) over the target; without it
+// the call fails with EPERM and the caller records "no build-id".
+#ifndef MMAP3_READER_PROC_MAPS_H_
+#define MMAP3_READER_PROC_MAPS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "build_id.h"
+#include "result.h"
+
+namespace mmap3 {
+
+struct ProcMapping {
+  uint64_t start = 0, end = 0, pgoff = 0;
+  bool readable = false, writable = false, executable = false, shared = false;
+  uint32_t maj = 0, min = 0;
+  uint64_t ino = 0;
+  std::string path;  // may be empty, "[vdso]", or end in " (deleted)"
+};
+
+// Parses the text of /proc/PID/maps; malformed lines are skipped.
+std::vector<ProcMapping> ParseProcMaps(std::string_view text);
+Result<std::vector<ProcMapping>> ReadProcMaps(pid_t pid);
+
+std::string MapFilesPath(pid_t pid, uint64_t start, uint64_t end);
+// Opens the mapped file read-only (O_CLOEXEC); the caller owns the fd.
+Result<int> OpenMappedFile(pid_t pid, uint64_t start, uint64_t end);
+// Build-id of the mapped file (empty if it has no note).
+Result<BuildId> ReadMappedBuildId(pid_t pid, uint64_t start, uint64_t end);
+
+bool ProcessExists(pid_t pid);
+std::vector<pid_t> ListProcesses();
+std::vector<pid_t> ListThreads(pid_t pid);
+// Contents of /proc/PID/task/TID/comm without the newline ("" if gone).
+std::string ReadComm(pid_t pid, pid_t tid);
+// Reads a whole small file (procfs/sysfs).
+Result<std::string> ReadSmallFile(const std::string& path);
+
+}  // namespace mmap3
+
+#endif  // MMAP3_READER_PROC_MAPS_H_

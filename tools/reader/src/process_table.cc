@@ -1,0 +1,87 @@
+#include "process_table.h"
+
+#include <fmt/format.h>
+
+namespace mmap3 {
+
+ProcessTable::Process& ProcessTable::GetProcess(uint32_t pid) {
+  auto [it, inserted] = processes_.try_emplace(pid);
+  if (inserted) {
+    it->second.threads.insert(pid);
+    thread_pid_[pid] = pid;
+  }
+  return it->second;
+}
+
+void ProcessTable::OnFork(uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid) {
+  auto parent_comm = comms_.find(ptid);
+  if (parent_comm != comms_.end()) comms_[tid] = parent_comm->second;
+  if (pid == ppid) {
+    // A new thread: same process, same address space.
+    GetProcess(pid).threads.insert(tid);
+    thread_pid_[tid] = pid;
+    return;
+  }
+  // A new process: a copy of the parent's address space.  If the pid was
+  // reused and the old entry never saw its exit, the fork replaces it.
+  Process child;
+  auto parent = processes_.find(ppid);
+  if (parent != processes_.end()) {
+    child.space = std::make_shared<AddressSpace>(*parent->second.space);
+  }
+  child.threads.insert(tid);
+  processes_[pid] = std::move(child);
+  thread_pid_[tid] = pid;
+}
+
+void ProcessTable::OnComm(uint32_t pid, uint32_t tid, std::string_view comm, bool exec) {
+  Process& p = GetProcess(pid);
+  p.threads.insert(tid);
+  thread_pid_[tid] = pid;
+  comms_[tid] = std::string(comm);
+  if (exec) {
+    // exec replaces the whole image: other threads are gone too (de_thread),
+    // and the exec'ing thread takes the leader's pid.
+    p.space = std::make_shared<AddressSpace>();
+    if (tid != pid) comms_[pid] = std::string(comm);
+  }
+}
+
+void ProcessTable::OnExit(uint32_t pid, uint32_t tid) {
+  thread_pid_.erase(tid);
+  auto it = processes_.find(pid);
+  if (it == processes_.end()) return;
+  it->second.threads.erase(tid);
+  if (it->second.threads.empty()) {
+    processes_.erase(it);
+    comms_.erase(pid);
+  }
+  if (tid != pid) comms_.erase(tid);
+}
+
+void ProcessTable::OnMmap(uint32_t pid, Mapping mapping) {
+  if (pid == kKernelPid) {
+    kernel_.Insert(std::move(mapping));
+    return;
+  }
+  GetProcess(pid).space->Insert(std::move(mapping));
+}
+
+const Mapping* ProcessTable::FindUser(uint32_t pid, uint64_t addr) const {
+  auto it = processes_.find(pid);
+  if (it == processes_.end()) return nullptr;
+  return it->second.space->Find(addr);
+}
+
+const AddressSpace* ProcessTable::Space(uint32_t pid) const {
+  auto it = processes_.find(pid);
+  return it == processes_.end() ? nullptr : it->second.space.get();
+}
+
+std::string ProcessTable::Comm(uint32_t pid, uint32_t tid) const {
+  if (auto it = comms_.find(tid); it != comms_.end()) return it->second;
+  if (auto it = comms_.find(pid); it != comms_.end()) return it->second;
+  return fmt::format(":{}", tid);
+}
+
+}  // namespace mmap3

@@ -1,0 +1,206 @@
+#include "profile.h"
+
+#include <algorithm>
+
+namespace mmap3 {
+namespace {
+
+// Callchain entries at or above this are PERF_CONTEXT_* markers.
+constexpr uint64_t kContextMax = static_cast<uint64_t>(-4095);
+
+bool IsKernelMode(uint16_t misc) {
+  uint16_t mode = misc & PERF_RECORD_MISC_CPUMODE_MASK;
+  return mode == PERF_RECORD_MISC_KERNEL || mode == PERF_RECORD_MISC_GUEST_KERNEL;
+}
+
+}  // namespace
+
+size_t Profile::FlatKeyHash::operator()(const FlatKey& k) const {
+  size_t h = std::hash<const void*>()(k.frame.object);
+  h ^= std::hash<uint64_t>()(k.frame.offset) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h ^= std::hash<uint32_t>()(k.comm) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
+  MappedObject kernel;
+  kernel.path = "[kernel.kallsyms]";
+  kernel.kernel = true;
+  kernel.build_id = options_.kernel_build_id;
+  kernel.source = kernel.build_id.empty() ? BuildIdSource::kNone : BuildIdSource::kKernelNotes;
+  kernel_object_ = InternObject(std::move(kernel));
+}
+
+uint32_t Profile::InternComm(const std::string& comm) {
+  auto [it, inserted] = comm_ids_.try_emplace(comm, static_cast<uint32_t>(comms_.size()));
+  if (inserted) comms_.push_back(comm);
+  return it->second;
+}
+
+std::shared_ptr<const MappedObject> Profile::InternObject(MappedObject object) {
+  auto key = std::make_tuple(object.path, object.build_id, object.source, object.kernel);
+  auto& slot = objects_[key];
+  if (!slot) slot = std::make_shared<const MappedObject>(std::move(object));
+  return slot;
+}
+
+void Profile::Process(Bytes record) {
+  Record r;
+  DecodeStatus status = DecodeRecord(record, format_, &r);
+  if (status == DecodeStatus::kIgnored) return;
+  if (status != DecodeStatus::kOk) {
+    ++bad_records_;
+    return;
+  }
+  if (auto* s = std::get_if<SampleRecord>(&r)) {
+    OnSample(*s);
+  } else if (auto* m = std::get_if<MmapRecord>(&r)) {
+    OnMmap(*m);
+  } else if (auto* c = std::get_if<CommRecord>(&r)) {
+    comm_of_tid_.clear();
+    processes_.OnComm(c->pid, c->tid, c->comm, c->exec);
+  } else if (auto* t = std::get_if<TaskRecord>(&r)) {
+    comm_of_tid_.clear();
+    if (t->exit) {
+      processes_.OnExit(t->pid, t->tid);
+    } else {
+      processes_.OnFork(t->pid, t->ppid, t->tid, t->ptid);
+    }
+  } else if (auto* l = std::get_if<LostRecord>(&r)) {
+    (l->samples ? lost_samples_ : lost_records_) += l->lost;
+  }
+}
+
+void Profile::OnMmap(const MmapRecord& m) {
+  if (m.pid == kKernelPid) {
+    // Kernel image and modules: all kernel samples are attributed to the
+    // kernel object and symbolized through kallsyms, which covers modules.
+    return;
+  }
+  MappedObject object;
+  object.path = std::string(m.filename);
+  object.build_id = m.build_id;
+  if (!m.build_id.empty()) {
+    object.source = m.format == MmapFormat::kMmap3 ? BuildIdSource::kMmap3 : BuildIdSource::kMmap2;
+    if (options_.overrides) {
+      if (const BuildIdSource* s = options_.overrides->Find(m.pid, m.start, m.build_id))
+        object.source = *s;
+    }
+  } else if (options_.path_build_id) {
+    object.build_id = options_.path_build_id(m.filename);
+    if (!object.build_id.empty()) object.source = BuildIdSource::kPerfHeader;
+  }
+  Mapping mapping;
+  mapping.start = m.start;
+  mapping.end = m.start + m.len;
+  mapping.pgoff = m.pgoff;
+  mapping.object = InternObject(std::move(object));
+  mappings_.push_back({m.pid, mapping.start, mapping.end, mapping.pgoff, mapping.object.get()});
+  processes_.OnMmap(m.pid, std::move(mapping));
+}
+
+Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, bool kernel) const {
+  if (kernel) return {kernel_object_.get(), ip};
+  if (const Mapping* m = processes_.FindUser(pid, ip)) return {m->object.get(), m->FileOffset(ip)};
+  return {nullptr, ip};
+}
+
+void Profile::OnSample(const SampleRecord& s) {
+  ++samples_;
+  auto cached = comm_of_tid_.find(s.tid);
+  if (cached == comm_of_tid_.end())
+    cached = comm_of_tid_.emplace(s.tid, InternComm(processes_.Comm(s.pid, s.tid))).first;
+  const uint32_t comm = cached->second;
+  const bool kernel = IsKernelMode(s.misc);
+  Frame leaf = Resolve(s.pid, s.ip, kernel);
+  if (leaf.object == nullptr) ++unattributed_;
+  ++flat_[FlatKey{comm, leaf}];
+
+  if (!options_.callchains) return;
+  std::vector<std::pair<const MappedObject*, uint64_t>> frames;
+  if (s.callchain.empty()) {
+    frames.emplace_back(leaf.object, leaf.offset);
+  } else {
+    bool in_kernel = kernel;
+    bool first = true;
+    for (size_t i = 0; i < s.callchain.size(); ++i) {
+      uint64_t ip = s.callchain[i];
+      if (ip >= kContextMax) {
+        in_kernel = ip == static_cast<uint64_t>(PERF_CONTEXT_KERNEL) ||
+                    ip == static_cast<uint64_t>(PERF_CONTEXT_GUEST_KERNEL);
+        continue;
+      }
+      // Callers are return addresses: look up the call instruction, which
+      // ends just before.
+      Frame f = Resolve(s.pid, first ? ip : ip - 1, in_kernel);
+      frames.emplace_back(f.object, f.offset);
+      first = false;
+    }
+    std::reverse(frames.begin(), frames.end());  // outermost first
+  }
+  ++stacks_[{comm, std::move(frames)}];
+}
+
+std::vector<const MappedObject*> Profile::Objects() const {
+  std::vector<const MappedObject*> out;
+  for (const auto& [key, object] : objects_) out.push_back(object.get());
+  return out;
+}
+
+ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode) const {
+  ReportModel model;
+  model.mode = mode;
+  model.samples = samples_;
+  model.lost_records = lost_records_;
+  model.lost_samples = lost_samples_;
+  model.bad_records = bad_records_;
+  for (const MappingEntry& e : mappings_) {
+    ++model.mappings_by_source[static_cast<int>(e.object->source)];
+    model.mappings.push_back(
+        {e.pid, e.start, e.end, e.pgoff, e.object->path, e.object->build_id, e.object->source});
+  }
+
+  // Merge locations into (comm, object, symbol) rows.
+  std::map<std::tuple<uint32_t, const MappedObject*, std::string>, uint64_t> rows;
+  for (const auto& [key, count] : flat_) {
+    std::string symbol = key.frame.object != nullptr
+                             ? symbolizer.Symbolize(*key.frame.object, key.frame.offset)
+                             : "[unknown]";
+    rows[{key.comm, key.frame.object, std::move(symbol)}] += count;
+  }
+  for (const auto& [key, count] : rows) {
+    const auto& [comm, object, symbol] = key;
+    ReportRow row;
+    row.samples = count;
+    row.percent = samples_ ? 100.0 * static_cast<double>(count) / static_cast<double>(samples_) : 0;
+    row.comm = comms_[comm];
+    row.symbol = symbol;
+    if (object != nullptr) {
+      row.path = object->path;
+      row.build_id = object->build_id;
+      row.source = object->source;
+    } else {
+      row.path = "[unknown]";
+    }
+    model.rows.push_back(std::move(row));
+  }
+  // Deterministic order: samples, then names (never pointer values).
+  std::sort(model.rows.begin(), model.rows.end(), [](const ReportRow& a, const ReportRow& b) {
+    return std::tie(b.samples, a.comm, a.path, a.build_id, a.symbol) <
+           std::tie(a.samples, b.comm, b.path, b.build_id, b.symbol);
+  });
+
+  std::map<std::string, uint64_t> folded;
+  for (const auto& [key, count] : stacks_) {
+    std::string line = comms_[key.first];
+    for (const auto& [object, offset] : key.second) {
+      line += ';';
+      line += object != nullptr ? symbolizer.Symbolize(*object, offset) : "[unknown]";
+    }
+    folded[line] += count;
+  }
+  for (auto& [line, count] : folded) model.stacks.push_back({line, count});
+  return model;
+}
+
+}  // namespace mmap3

@@ -1,0 +1,107 @@
+// Attribution: replays records in time order through the process model and
+// counts each sample against (build-id, file offset).
+//
+// Contract: Process() takes records already in timestamp order (see
+// RecordSorter).  Bad records are counted (bad_records()) and skipped.
+// Symbolization happens only in BuildReport(), once per distinct location.
+// MappedObjects are interned per (path, build-id, source) and owned by the
+// Profile.
+#ifndef MMAP3_READER_PROFILE_H_
+#define MMAP3_READER_PROFILE_H_
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "process_table.h"
+#include "record.h"
+#include "report.h"
+#include "symbolizer.h"
+
+namespace mmap3 {
+
+struct ProfileOptions {
+  bool callchains = false;  // build stacks for folded output
+  // Build-id of the kernel the samples came from (empty: unknown).
+  BuildId kernel_build_id;
+  // Fallback for MMAP records without a build-id: perf.data's build-id table
+  // looked up by path (source kPerfHeader).  May be empty.
+  std::function<BuildId(std::string_view path)> path_build_id;
+  const SourceOverrides* overrides = nullptr;
+};
+
+class Profile {
+ public:
+  explicit Profile(ProfileOptions options);
+
+  void SetFormat(const SampleFormat& format) { format_ = format; }
+  void Process(Bytes record);
+
+  uint64_t samples() const { return samples_; }
+  uint64_t lost_records() const { return lost_records_; }
+  uint64_t lost_samples() const { return lost_samples_; }
+  uint64_t bad_records() const { return bad_records_; }
+  uint64_t unattributed() const { return unattributed_; }
+  size_t mapping_count() const { return mappings_.size(); }
+  const ProcessTable& processes() const { return processes_; }
+  // Every distinct object seen (including the kernel), for build-id tables.
+  std::vector<const MappedObject*> Objects() const;
+
+  // Symbolizes and aggregates; `mode` is copied into the model.
+  ReportModel BuildReport(Symbolizer& symbolizer, const std::string& mode) const;
+
+ private:
+  struct Frame {
+    const MappedObject* object;  // null: unmapped address
+    uint64_t offset;             // file offset, kernel address, or raw ip
+    bool operator==(const Frame&) const = default;
+  };
+  struct FlatKey {
+    uint32_t comm;
+    Frame frame;
+    bool operator==(const FlatKey&) const = default;
+  };
+  struct FlatKeyHash {
+    size_t operator()(const FlatKey& k) const;
+  };
+  struct MappingEntry {
+    uint32_t pid;
+    uint64_t start, end, pgoff;
+    const MappedObject* object;
+  };
+
+  void OnMmap(const MmapRecord& m);
+  void OnSample(const SampleRecord& s);
+  Frame Resolve(uint32_t pid, uint64_t ip, bool kernel) const;
+  uint32_t InternComm(const std::string& comm);
+  std::shared_ptr<const MappedObject> InternObject(MappedObject object);
+
+  ProfileOptions options_;
+  SampleFormat format_;
+  ProcessTable processes_;
+  std::shared_ptr<const MappedObject> kernel_object_;
+  std::map<std::tuple<std::string, BuildId, BuildIdSource, bool>,
+           std::shared_ptr<const MappedObject>>
+      objects_;
+  std::vector<std::string> comms_;
+  std::unordered_map<std::string, uint32_t> comm_ids_;
+  // tid -> comm id, valid until the next COMM/FORK/EXIT record: names change
+  // only through those, and samples vastly outnumber them.
+  std::unordered_map<uint32_t, uint32_t> comm_of_tid_;
+  std::unordered_map<FlatKey, uint64_t, FlatKeyHash> flat_;
+  std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, uint64_t>
+      stacks_;
+  std::vector<MappingEntry> mappings_;
+  uint64_t samples_ = 0, lost_records_ = 0, lost_samples_ = 0, bad_records_ = 0;
+  uint64_t unattributed_ = 0;
+};
+
+}  // namespace mmap3
+
+#endif  // MMAP3_READER_PROFILE_H_

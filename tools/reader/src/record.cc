@@ -1,0 +1,328 @@
+#include "record.h"
+
+#include "linux/perf_event_mmap3.h"
+
+namespace mmap3 {
+namespace {
+
+static_assert(PERF_MMAP3_RECORD_TYPE == kRecordMmap3);
+static_assert(sizeof(perf_mmap3_record) == PERF_MMAP3_RECORD_FIXED_SIZE);
+
+constexpr uint64_t kFormatLost = 1u << 4;  // PERF_FORMAT_LOST (6.0+)
+
+// Bounds-checked sequential reader over one record.
+class Cursor {
+ public:
+  Cursor(const uint8_t* begin, const uint8_t* end) : p_(begin), end_(end) {}
+  bool ok() const { return ok_; }
+  size_t remaining() const { return ok_ ? static_cast<size_t>(end_ - p_) : 0; }
+  const uint8_t* position() const { return p_; }
+
+  template <typename T>
+  T Read() {
+    T v{};
+    if (!ok_ || remaining() < sizeof(T)) {
+      ok_ = false;
+      return v;
+    }
+    std::memcpy(&v, p_, sizeof(T));
+    p_ += sizeof(T);
+    return v;
+  }
+  void Skip(size_t n) {
+    if (!ok_ || remaining() < n) {
+      ok_ = false;
+      return;
+    }
+    p_ += n;
+  }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+  bool ok_ = true;
+};
+
+void ReadSampleId(Cursor& c, uint64_t type, SampleId* id) {
+  if (type & PERF_SAMPLE_TID) {
+    id->has_tid = true;
+    id->pid = c.Read<uint32_t>();
+    id->tid = c.Read<uint32_t>();
+  }
+  if (type & PERF_SAMPLE_TIME) {
+    id->has_time = true;
+    id->time = c.Read<uint64_t>();
+  }
+  if (type & PERF_SAMPLE_ID) {
+    id->has_id = true;
+    id->id = c.Read<uint64_t>();
+  }
+  if (type & PERF_SAMPLE_STREAM_ID) c.Skip(8);
+  if (type & PERF_SAMPLE_CPU) {
+    id->has_cpu = true;
+    id->cpu = c.Read<uint32_t>();
+    c.Skip(4);
+  }
+  if (type & PERF_SAMPLE_IDENTIFIER) {
+    id->has_id = true;
+    id->id = c.Read<uint64_t>();
+  }
+}
+
+// Splits a non-sample record into its body and its sample_id trailer.
+// Returns false when the record cannot even hold the trailer.
+bool SplitTrailer(Bytes bytes, const SampleFormat& f, const uint8_t** body_end,
+                  SampleId* id) {
+  size_t trailer = SampleIdSize(f);
+  if (bytes.size() < sizeof(perf_event_header) + trailer) return false;
+  *body_end = bytes.data() + bytes.size() - trailer;
+  if (trailer != 0) {
+    Cursor t(*body_end, bytes.data() + bytes.size());
+    ReadSampleId(t, f.sample_type, id);
+    if (!t.ok()) return false;
+  }
+  return true;
+}
+
+// A NUL-terminated string that must end inside [p, end).
+bool ReadString(const uint8_t* p, const uint8_t* end, std::string_view* out) {
+  if (p > end) return false;
+  const void* nul = std::memchr(p, 0, static_cast<size_t>(end - p));
+  if (nul == nullptr) return false;
+  *out = std::string_view(reinterpret_cast<const char*>(p),
+                          static_cast<const uint8_t*>(nul) - p);
+  return true;
+}
+
+DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleFormat& f,
+                        Record* out) {
+  MmapRecord m;
+  m.misc = h.misc;
+  const uint8_t* body_end;
+  if (!SplitTrailer(bytes, f, &body_end, &m.sample_id)) return DecodeStatus::kTruncated;
+  Cursor c(bytes.data() + sizeof(h), body_end);
+  m.pid = c.Read<uint32_t>();
+  m.tid = c.Read<uint32_t>();
+  m.start = c.Read<uint64_t>();
+  m.len = c.Read<uint64_t>();
+  m.pgoff = c.Read<uint64_t>();
+  if (h.type == PERF_RECORD_MMAP) {
+    m.format = MmapFormat::kMmap;
+  } else if (h.type == PERF_RECORD_MMAP2) {
+    if (h.misc & kMiscMmapBuildId) {
+      m.format = MmapFormat::kMmap2BuildId;
+      uint8_t size = c.Read<uint8_t>();
+      c.Skip(3);
+      uint8_t id[BuildId::kMaxSize];
+      for (auto& b : id) b = c.Read<uint8_t>();
+      if (size > BuildId::kMaxSize) return DecodeStatus::kMalformed;
+      m.build_id = BuildId(id, size);
+    } else {
+      m.format = MmapFormat::kMmap2;
+      m.has_inode = true;
+      m.maj = c.Read<uint32_t>();
+      m.min = c.Read<uint32_t>();
+      m.ino = c.Read<uint64_t>();
+      m.ino_generation = c.Read<uint64_t>();
+    }
+    m.prot = c.Read<uint32_t>();
+    m.flags = c.Read<uint32_t>();
+  } else {  // MMAP3: laid out as struct perf_mmap3_record
+    m.format = MmapFormat::kMmap3;
+    m.has_inode = true;
+    m.maj = c.Read<uint32_t>();
+    m.min = c.Read<uint32_t>();
+    m.ino = c.Read<uint64_t>();
+    m.ino_generation = c.Read<uint64_t>();
+    m.prot = c.Read<uint32_t>();
+    m.flags = c.Read<uint32_t>();
+    uint8_t size = c.Read<uint8_t>();
+    m.build_id_status = c.Read<uint8_t>();
+    c.Skip(2);
+    uint8_t id[PERF_MMAP3_BUILD_ID_MAX];
+    for (auto& b : id) b = c.Read<uint8_t>();
+    if (!c.ok()) return DecodeStatus::kTruncated;
+    if (size > PERF_MMAP3_BUILD_ID_MAX) return DecodeStatus::kMalformed;
+    // Only a FOUND status makes the bytes meaningful; any other status with
+    // a nonzero size is a kernel bug we refuse to trust.
+    if (m.build_id_status == PERF_MMAP3_BUILD_ID_FOUND) {
+      if (size == 0) return DecodeStatus::kMalformed;
+      m.build_id = BuildId(id, size);
+    } else if (size != 0) {
+      return DecodeStatus::kMalformed;
+    }
+  }
+  if (!c.ok()) return DecodeStatus::kTruncated;
+  if (!ReadString(c.position(), body_end, &m.filename)) return DecodeStatus::kMalformed;
+  *out = m;
+  return DecodeStatus::kOk;
+}
+
+DecodeStatus DecodeSample(Bytes bytes, const perf_event_header& h, const SampleFormat& f,
+                          Record* out) {
+  SampleRecord s;
+  s.misc = h.misc;
+  const uint64_t t = f.sample_type;
+  Cursor c(bytes.data() + sizeof(h), bytes.data() + bytes.size());
+  if (t & PERF_SAMPLE_IDENTIFIER) s.id = c.Read<uint64_t>();
+  if (t & PERF_SAMPLE_IP) s.ip = c.Read<uint64_t>();
+  if (t & PERF_SAMPLE_TID) {
+    s.pid = c.Read<uint32_t>();
+    s.tid = c.Read<uint32_t>();
+  }
+  if (t & PERF_SAMPLE_TIME) s.time = c.Read<uint64_t>();
+  if (t & PERF_SAMPLE_ADDR) c.Skip(8);
+  if (t & PERF_SAMPLE_ID) s.id = c.Read<uint64_t>();
+  if (t & PERF_SAMPLE_STREAM_ID) c.Skip(8);
+  if (t & PERF_SAMPLE_CPU) {
+    s.cpu = c.Read<uint32_t>();
+    c.Skip(4);
+  }
+  if (t & PERF_SAMPLE_PERIOD) s.period = c.Read<uint64_t>();
+  if (t & PERF_SAMPLE_READ) {
+    const uint64_t rf = f.read_format;
+    size_t per_value = 8 + ((rf & PERF_FORMAT_ID) ? 8 : 0) + ((rf & kFormatLost) ? 8 : 0);
+    size_t times = ((rf & PERF_FORMAT_TOTAL_TIME_ENABLED) ? 8 : 0) +
+                   ((rf & PERF_FORMAT_TOTAL_TIME_RUNNING) ? 8 : 0);
+    if (rf & PERF_FORMAT_GROUP) {
+      uint64_t nr = c.Read<uint64_t>();
+      c.Skip(times);
+      if (nr > kMaxRecordSize / per_value) return DecodeStatus::kMalformed;
+      c.Skip(nr * per_value);
+    } else {
+      c.Skip(per_value + times);
+    }
+  }
+  if (t & PERF_SAMPLE_CALLCHAIN) {
+    uint64_t nr = c.Read<uint64_t>();
+    if (!c.ok()) return DecodeStatus::kTruncated;
+    if (nr > c.remaining() / 8) return DecodeStatus::kTruncated;
+    s.callchain = U64Array(c.position(), nr);
+    c.Skip(nr * 8);
+  }
+  if (!c.ok()) return DecodeStatus::kTruncated;
+  *out = s;
+  return DecodeStatus::kOk;
+}
+
+}  // namespace
+
+const char* DecodeStatusName(DecodeStatus status) {
+  switch (status) {
+    case DecodeStatus::kOk: return "ok";
+    case DecodeStatus::kIgnored: return "ignored";
+    case DecodeStatus::kTruncated: return "truncated";
+    case DecodeStatus::kBadSize: return "bad size";
+    case DecodeStatus::kMalformed: return "malformed";
+  }
+  return "?";
+}
+
+size_t SampleIdSize(const SampleFormat& f) {
+  if (!f.sample_id_all) return 0;
+  const uint64_t t = f.sample_type;
+  size_t n = 0;
+  if (t & PERF_SAMPLE_TID) n += 8;
+  if (t & PERF_SAMPLE_TIME) n += 8;
+  if (t & PERF_SAMPLE_ID) n += 8;
+  if (t & PERF_SAMPLE_STREAM_ID) n += 8;
+  if (t & PERF_SAMPLE_CPU) n += 8;
+  if (t & PERF_SAMPLE_IDENTIFIER) n += 8;
+  return n;
+}
+
+bool ReadHeader(Bytes bytes, perf_event_header* header) {
+  if (bytes.size() < sizeof(*header)) return false;
+  std::memcpy(header, bytes.data(), sizeof(*header));
+  return true;
+}
+
+DecodeStatus DecodeRecord(Bytes bytes, const SampleFormat& f, Record* out) {
+  *out = std::monostate{};
+  perf_event_header h;
+  if (!ReadHeader(bytes, &h)) return DecodeStatus::kTruncated;
+  // Every record the kernel or perf writes is u64 aligned; anything else is
+  // a framing error, and its fields cannot be trusted.
+  if (h.size < sizeof(h) || h.size % 8 != 0) return DecodeStatus::kBadSize;
+  if (h.size > bytes.size()) return DecodeStatus::kTruncated;
+  if (h.size < bytes.size()) return DecodeStatus::kBadSize;
+
+  switch (h.type) {
+    case PERF_RECORD_MMAP:
+    case PERF_RECORD_MMAP2:
+    case kRecordMmap3:
+      return DecodeMmap(bytes, h, f, out);
+    case PERF_RECORD_SAMPLE:
+      return DecodeSample(bytes, h, f, out);
+    case PERF_RECORD_COMM: {
+      CommRecord r;
+      const uint8_t* body_end;
+      if (!SplitTrailer(bytes, f, &body_end, &r.sample_id)) return DecodeStatus::kTruncated;
+      Cursor c(bytes.data() + sizeof(h), body_end);
+      r.pid = c.Read<uint32_t>();
+      r.tid = c.Read<uint32_t>();
+      if (!c.ok()) return DecodeStatus::kTruncated;
+      if (!ReadString(c.position(), body_end, &r.comm)) return DecodeStatus::kMalformed;
+      r.exec = (h.misc & kMiscCommExec) != 0;
+      *out = r;
+      return DecodeStatus::kOk;
+    }
+    case PERF_RECORD_FORK:
+    case PERF_RECORD_EXIT: {
+      TaskRecord r;
+      r.exit = h.type == PERF_RECORD_EXIT;
+      const uint8_t* body_end;
+      if (!SplitTrailer(bytes, f, &body_end, &r.sample_id)) return DecodeStatus::kTruncated;
+      Cursor c(bytes.data() + sizeof(h), body_end);
+      r.pid = c.Read<uint32_t>();
+      r.ppid = c.Read<uint32_t>();
+      r.tid = c.Read<uint32_t>();
+      r.ptid = c.Read<uint32_t>();
+      r.time = c.Read<uint64_t>();
+      if (!c.ok()) return DecodeStatus::kTruncated;
+      *out = r;
+      return DecodeStatus::kOk;
+    }
+    case PERF_RECORD_LOST:
+    case PERF_RECORD_LOST_SAMPLES: {
+      LostRecord r;
+      r.samples = h.type == PERF_RECORD_LOST_SAMPLES;
+      const uint8_t* body_end;
+      if (!SplitTrailer(bytes, f, &body_end, &r.sample_id)) return DecodeStatus::kTruncated;
+      Cursor c(bytes.data() + sizeof(h), body_end);
+      if (!r.samples) r.id = c.Read<uint64_t>();
+      r.lost = c.Read<uint64_t>();
+      if (!c.ok()) return DecodeStatus::kTruncated;
+      *out = r;
+      return DecodeStatus::kOk;
+    }
+    default:
+      return DecodeStatus::kIgnored;
+  }
+}
+
+std::optional<uint64_t> RecordTime(Bytes bytes, const SampleFormat& f) {
+  perf_event_header h;
+  if (!ReadHeader(bytes, &h) || h.size != bytes.size() || h.size < sizeof(h)) return std::nullopt;
+  if (!(f.sample_type & PERF_SAMPLE_TIME)) return std::nullopt;
+  if (h.type == PERF_RECORD_SAMPLE) {
+    size_t off = sizeof(h);
+    if (f.sample_type & PERF_SAMPLE_IDENTIFIER) off += 8;
+    if (f.sample_type & PERF_SAMPLE_IP) off += 8;
+    if (f.sample_type & PERF_SAMPLE_TID) off += 8;
+    if (bytes.size() < off + 8) return std::nullopt;
+    uint64_t t;
+    std::memcpy(&t, bytes.data() + off, 8);
+    return t;
+  }
+  // Tool-synthesized records (types >= 64) carry no trailer.
+  if (!f.sample_id_all || h.type >= kRecordUserTypeStart) return std::nullopt;
+  size_t trailer = SampleIdSize(f);
+  if (bytes.size() < sizeof(h) + trailer) return std::nullopt;
+  size_t off = bytes.size() - trailer + ((f.sample_type & PERF_SAMPLE_TID) ? 8 : 0);
+  uint64_t t;
+  std::memcpy(&t, bytes.data() + off, 8);
+  return t;
+}
+
+}  // namespace mmap3

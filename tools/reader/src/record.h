@@ -1,0 +1,160 @@
+// Pure decoding of perf records: bytes in, typed views out, no I/O.
+//
+// Contract: DecodeRecord() never reads outside the span it is given and never
+// throws.  Views inside the decoded record (filename, comm, callchain) point
+// into that span and stay valid only as long as the bytes do.  Records that
+// are too short for their declared fields, whose header size disagrees with
+// the span, or whose strings are not terminated are rejected with a status;
+// the caller counts them and moves on.
+#ifndef MMAP3_READER_RECORD_H_
+#define MMAP3_READER_RECORD_H_
+
+#include <linux/perf_event.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <variant>
+
+#include "build_id.h"
+
+namespace mmap3 {
+
+using Bytes = std::span<const uint8_t>;
+
+// Record types we use beyond <linux/perf_event.h>.
+inline constexpr uint32_t kRecordMmap3 = 63;            // PERF_MMAP3_RECORD_TYPE
+inline constexpr uint32_t kRecordFinishedRound = 68;    // perf tool: PERF_RECORD_FINISHED_ROUND
+inline constexpr uint32_t kRecordUserTypeStart = 64;    // perf tool-synthesized types start here
+inline constexpr uint16_t kMiscMmapBuildId = 1 << 14;   // PERF_RECORD_MISC_MMAP_BUILD_ID
+inline constexpr uint16_t kMiscCommExec = 1 << 13;      // PERF_RECORD_MISC_COMM_EXEC
+// Maximum size of one record: header.size is a u16.
+inline constexpr size_t kMaxRecordSize = 0xffff;
+
+// How to parse samples and sample_id trailers: the relevant attr fields.
+struct SampleFormat {
+  uint64_t sample_type = 0;
+  uint64_t read_format = 0;
+  bool sample_id_all = false;
+};
+
+// The struct sample_id trailer (only the fields we use).  has_* tell which
+// fields the sample_type provided.
+struct SampleId {
+  bool has_tid = false, has_time = false, has_id = false, has_cpu = false;
+  uint32_t pid = 0, tid = 0;
+  uint64_t time = 0;
+  uint64_t id = 0;
+  uint32_t cpu = 0;
+};
+
+enum class MmapFormat : uint8_t {
+  kMmap,          // PERF_RECORD_MMAP: no inode, no build-id
+  kMmap2,         // PERF_RECORD_MMAP2 with maj/min/ino/ino_generation
+  kMmap2BuildId,  // PERF_RECORD_MMAP2 with misc bit 14: build-id instead of inode
+  kMmap3,         // PERF_RECORD_MMAP3: inode and build-id with status
+};
+
+// Sentinel for MmapRecord::build_id_status when the record has no status.
+inline constexpr uint8_t kNoBuildIdStatus = 0xff;
+
+struct MmapRecord {
+  MmapFormat format = MmapFormat::kMmap;
+  uint16_t misc = 0;
+  uint32_t pid = 0, tid = 0;
+  uint64_t start = 0, len = 0, pgoff = 0;
+  bool has_inode = false;
+  uint32_t maj = 0, min = 0;
+  uint64_t ino = 0, ino_generation = 0;
+  uint32_t prot = 0, flags = 0;
+  BuildId build_id;                          // empty when the record has none
+  uint8_t build_id_status = kNoBuildIdStatus;  // MMAP3 only
+  std::string_view filename;
+  SampleId sample_id;
+};
+
+struct CommRecord {
+  uint32_t pid = 0, tid = 0;
+  bool exec = false;
+  std::string_view comm;
+  SampleId sample_id;
+};
+
+// PERF_RECORD_FORK and PERF_RECORD_EXIT share a layout.
+struct TaskRecord {
+  bool exit = false;
+  uint32_t pid = 0, ppid = 0, tid = 0, ptid = 0;
+  uint64_t time = 0;
+  SampleId sample_id;
+};
+
+// PERF_RECORD_LOST (ring buffer full: `lost` records dropped for event `id`)
+// and PERF_RECORD_LOST_SAMPLES (samples dropped before reaching the buffer;
+// `samples` is true and `id` is 0).
+struct LostRecord {
+  bool samples = false;
+  uint64_t id = 0, lost = 0;
+  SampleId sample_id;
+};
+
+// An array of u64 inside a record, read without alignment assumptions.
+class U64Array {
+ public:
+  U64Array() = default;
+  U64Array(const uint8_t* data, size_t count) : data_(data), count_(count) {}
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  uint64_t operator[](size_t i) const {
+    uint64_t v;
+    std::memcpy(&v, data_ + i * 8, 8);
+    return v;
+  }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t count_ = 0;
+};
+
+struct SampleRecord {
+  uint16_t misc = 0;  // cpumode in PERF_RECORD_MISC_CPUMODE_MASK
+  uint64_t ip = 0;
+  uint32_t pid = 0, tid = 0;
+  uint64_t time = 0;
+  uint64_t id = 0;
+  uint32_t cpu = 0;
+  uint64_t period = 1;
+  U64Array callchain;  // includes PERF_CONTEXT_* markers as the kernel wrote them
+};
+
+using Record = std::variant<std::monostate, MmapRecord, CommRecord, TaskRecord, LostRecord,
+                            SampleRecord>;
+
+enum class DecodeStatus {
+  kOk,
+  kIgnored,    // a well-formed record of a type we do not model
+  kTruncated,  // span shorter than header.size, or fields run past the end
+  kBadSize,    // header.size smaller than a header, not a multiple of 8, or
+               // not what the span holds
+  kMalformed,  // fields inconsistent (unterminated string, impossible sizes)
+};
+
+const char* DecodeStatusName(DecodeStatus status);
+
+// Decodes one record.  `bytes` must be exactly one record (header.size bytes).
+DecodeStatus DecodeRecord(Bytes bytes, const SampleFormat& format, Record* out);
+
+// The timestamp of a record for ordering: a sample's time, or the time in the
+// sample_id trailer.  nullopt when the format carries no time for it.
+std::optional<uint64_t> RecordTime(Bytes bytes, const SampleFormat& format);
+
+// Size in bytes of the sample_id trailer for this format (0 if none).
+size_t SampleIdSize(const SampleFormat& format);
+
+// Reads the common header; false if fewer than 8 bytes.
+bool ReadHeader(Bytes bytes, perf_event_header* header);
+
+}  // namespace mmap3
+
+#endif  // MMAP3_READER_RECORD_H_

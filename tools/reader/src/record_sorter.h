@@ -1,0 +1,89 @@
+// Orders records from several ring buffers by timestamp.
+//
+// Each buffer is in time order on its own; across buffers it is not.  We use
+// perf's "finished round" rule: after a pass over all buffers (a round), every
+// record with a timestamp up to the largest timestamp seen in the *previous*
+// round can be released, because anything still in a kernel buffer was written
+// after that previous round ended.
+//
+// Contract: Push() copies the record; callbacks get spans into the sorter's
+// storage valid only during the call.  Records without a timestamp are given
+// the time of the latest record pushed before them (so they keep their place
+// relative to their own buffer).  Ties keep push order.
+#ifndef MMAP3_READER_RECORD_SORTER_H_
+#define MMAP3_READER_RECORD_SORTER_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace mmap3 {
+
+class RecordSorter {
+ public:
+  void Push(std::optional<uint64_t> time, std::span<const uint8_t> record);
+
+  // Ends a round: releases records up to the previous round's maximum.
+  template <typename Fn>
+  size_t FinishRound(Fn&& fn) {
+    size_t n = Release(previous_round_max_, fn);
+    previous_round_max_ = round_max_;
+    return n;
+  }
+  // Releases everything (end of input).
+  template <typename Fn>
+  size_t Flush(Fn&& fn) {
+    return Release(UINT64_MAX, fn);
+  }
+
+  size_t pending() const { return entries_.size(); }
+  // Records pushed with a timestamp lower than one already released: the
+  // ordering guarantee was violated for them (they are still delivered).
+  uint64_t late() const { return late_; }
+
+ private:
+  struct Entry {
+    uint64_t time;
+    uint64_t seq;
+    size_t offset;  // into storage_, in u64 units
+    size_t size;    // bytes
+  };
+
+  template <typename Fn>
+  size_t Release(uint64_t limit, Fn& fn);
+  void Sort();
+  void Compact(size_t released);
+
+  std::vector<Entry> entries_;
+  std::vector<uint64_t> storage_;  // u64 keeps records 8-byte aligned
+  std::vector<uint64_t> spare_;    // reused by Compact(), keeps its capacity
+  size_t sorted_prefix_ = 0;       // entries_[0, sorted_prefix_) are in order
+  uint64_t seq_ = 0;
+  uint64_t last_time_ = 0;
+  uint64_t round_max_ = 0;
+  uint64_t previous_round_max_ = 0;
+  uint64_t released_max_ = 0;
+  bool released_any_ = false;
+  uint64_t late_ = 0;
+};
+
+template <typename Fn>
+size_t RecordSorter::Release(uint64_t limit, Fn& fn) {
+  Sort();
+  size_t n = 0;
+  while (n < entries_.size() && entries_[n].time <= limit) {
+    const Entry& e = entries_[n];
+    fn(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(storage_.data() + e.offset),
+                                e.size));
+    released_max_ = e.time;
+    released_any_ = true;
+    ++n;
+  }
+  Compact(n);
+  return n;
+}
+
+}  // namespace mmap3
+
+#endif  // MMAP3_READER_RECORD_SORTER_H_

@@ -1,0 +1,91 @@
+#include "report.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <nlohmann/json.hpp>
+
+namespace mmap3 {
+
+std::string DsoLabel(const std::string& path, const BuildId& id) {
+  auto slash = path.rfind('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.empty()) base = "[unknown]";
+  if (id.empty()) return base + " (no build-id)";
+  return fmt::format("{} ({})", base, id.ShortHex());
+}
+
+void WriteTextReport(const ReportModel& m, std::ostream& out) {
+  fmt::print(out, "# mode: {}   samples: {}   lost records: {}   lost samples: {}{}   bad records: {}\n",
+             m.mode, m.samples, m.lost_records, m.lost_samples,
+             m.event_lost < 0 ? "" : fmt::format("   lost (per event): {}", m.event_lost),
+             m.bad_records);
+  std::string sources;
+  for (int i = 0; i < kBuildIdSourceCount; ++i) {
+    if (m.mappings_by_source[i] == 0) continue;
+    sources += fmt::format(" {}={}", BuildIdSourceName(static_cast<BuildIdSource>(i)),
+                           m.mappings_by_source[i]);
+  }
+  fmt::print(out, "# mappings by build-id source:{}\n#\n", sources.empty() ? " (none)" : sources);
+  size_t comm_w = 7, dso_w = 3;
+  std::vector<std::string> dsos;
+  dsos.reserve(m.rows.size());
+  for (const ReportRow& r : m.rows) {
+    dsos.push_back(DsoLabel(r.path, r.build_id));
+    comm_w = std::max(comm_w, r.comm.size());
+    dso_w = std::max(dso_w, dsos.back().size());
+  }
+  fmt::print(out, "# {:>8}  {:>8}  {:<{}}  {:<{}}  {}\n", "Overhead", "Samples", "Command", comm_w,
+             "DSO", dso_w, "Symbol");
+  for (size_t i = 0; i < m.rows.size(); ++i) {
+    const ReportRow& r = m.rows[i];
+    fmt::print(out, "  {:>7.2f}%  {:>8}  {:<{}}  {:<{}}  {}\n", r.percent, r.samples, r.comm,
+               comm_w, dsos[i], dso_w, r.symbol);
+  }
+}
+
+void WriteJsonReport(const ReportModel& m, std::ostream& out) {
+  using nlohmann::json;
+  json sources = json::object();
+  for (int i = 0; i < kBuildIdSourceCount; ++i)
+    sources[BuildIdSourceName(static_cast<BuildIdSource>(i))] = m.mappings_by_source[i];
+  json mappings = json::array();
+  for (const ReportMapping& mp : m.mappings) {
+    mappings.push_back({{"pid", mp.pid},
+                        {"start", fmt::format("{:#x}", mp.start)},
+                        {"end", fmt::format("{:#x}", mp.end)},
+                        {"pgoff", fmt::format("{:#x}", mp.pgoff)},
+                        {"path", mp.path},
+                        {"build_id", mp.build_id.Hex()},
+                        {"source", BuildIdSourceName(mp.source)}});
+  }
+  json rows = json::array();
+  for (const ReportRow& r : m.rows) {
+    rows.push_back({{"samples", r.samples},
+                    {"percent", r.percent},
+                    {"comm", r.comm},
+                    {"path", r.path},
+                    {"build_id", r.build_id.Hex()},
+                    {"symbol", r.symbol},
+                    {"source", BuildIdSourceName(r.source)}});
+  }
+  json doc = {{"schema", "mmap3-reader-report/1"},
+              {"capture",
+               {{"mode", m.mode},
+                {"samples", m.samples},
+                {"lost_records", m.lost_records},
+                {"lost_samples", m.lost_samples},
+                {"event_lost", m.event_lost < 0 ? json(nullptr) : json(m.event_lost)},
+                {"bad_records", m.bad_records},
+                {"mappings_by_source", sources},
+                {"mappings", mappings}}},
+              {"rows", rows}};
+  // Replace invalid UTF-8 (file names are bytes) instead of throwing.
+  out << doc.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
+void WriteFoldedReport(const ReportModel& m, std::ostream& out) {
+  for (const ReportStack& s : m.stacks) fmt::print(out, "{} {}\n", s.folded, s.samples);
+}
+
+}  // namespace mmap3

@@ -1,0 +1,81 @@
+// Report output formats.  No logic: everything here formats a ReportModel
+// that profile.cc computed.
+//
+// JSON schema (`--format json`, "schema": "mmap3-reader-report/1"):
+// {
+//   "schema": "mmap3-reader-report/1",
+//   "capture": {
+//     "mode": "mmap3" | "mmap2-build-id" | "mmap2" | "perf.data",
+//     "samples": N, "lost_records": N, "lost_samples": N, "event_lost": N | null,
+//     "bad_records": N,
+//     "mappings_by_source": {"mmap3": N, "mmap2": N, "map_files": N, ...},
+//     "mappings": [{"pid": N, "start": "0x..", "end": "0x..", "pgoff": "0x..",
+//                   "path": "...", "build_id": "hex" | "", "source": "..."}]
+//   },
+//   "rows": [{"samples": N, "percent": F, "comm": "...", "path": "...",
+//             "build_id": "full hex" | "", "symbol": "...", "source": "..."}]
+// }
+// Rows are sorted by samples, descending.  Folded output (`--format folded`)
+// is "comm;outermost;...;leaf count" per line, for flamegraph.pl.
+#ifndef MMAP3_READER_REPORT_H_
+#define MMAP3_READER_REPORT_H_
+
+#include <array>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "address_space.h"
+#include "build_id.h"
+
+namespace mmap3 {
+
+struct ReportRow {
+  uint64_t samples = 0;
+  double percent = 0;
+  std::string comm;
+  std::string path;
+  BuildId build_id;
+  std::string symbol;
+  BuildIdSource source = BuildIdSource::kNone;
+};
+
+struct ReportMapping {
+  uint32_t pid = 0;
+  uint64_t start = 0, end = 0, pgoff = 0;
+  std::string path;
+  BuildId build_id;
+  BuildIdSource source = BuildIdSource::kNone;
+};
+
+struct ReportStack {
+  std::string folded;  // "comm;frame;...;leaf"
+  uint64_t samples = 0;
+};
+
+struct ReportModel {
+  std::string mode;
+  uint64_t samples = 0;
+  uint64_t lost_records = 0;
+  uint64_t lost_samples = 0;
+  // Per-event lost counts from read_format LOST at the end of the capture
+  // (-1 when unknown: older kernels, or perf's own files).
+  int64_t event_lost = -1;
+  uint64_t bad_records = 0;
+  std::array<uint64_t, kBuildIdSourceCount> mappings_by_source{};
+  std::vector<ReportRow> rows;
+  std::vector<ReportMapping> mappings;
+  std::vector<ReportStack> stacks;
+};
+
+void WriteTextReport(const ReportModel& model, std::ostream& out);
+void WriteJsonReport(const ReportModel& model, std::ostream& out);
+void WriteFoldedReport(const ReportModel& model, std::ostream& out);
+
+// "libc.so.6 (a1b2c3d4e5f6)": basename plus short build-id.
+std::string DsoLabel(const std::string& path, const BuildId& id);
+
+}  // namespace mmap3
+
+#endif  // MMAP3_READER_REPORT_H_

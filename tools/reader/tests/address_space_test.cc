@@ -1,0 +1,88 @@
+#include "address_space.h"
+
+#include <gtest/gtest.h>
+
+namespace mmap3 {
+namespace {
+
+std::shared_ptr<const MappedObject> Obj(const std::string& path) {
+  auto o = std::make_shared<MappedObject>();
+  o->path = path;
+  return o;
+}
+
+Mapping Map(uint64_t start, uint64_t end, uint64_t pgoff, std::shared_ptr<const MappedObject> o) {
+  return Mapping{start, end, pgoff, std::move(o)};
+}
+
+TEST(AddressSpaceTest, FindsContainingMapping) {
+  AddressSpace as;
+  auto a = Obj("a"), b = Obj("b");
+  as.Insert(Map(0x1000, 0x3000, 0, a));
+  as.Insert(Map(0x5000, 0x6000, 0x2000, b));
+  EXPECT_EQ(as.Find(0xfff), nullptr);
+  EXPECT_EQ(as.Find(0x1000)->object, a);
+  EXPECT_EQ(as.Find(0x2fff)->object, a);
+  EXPECT_EQ(as.Find(0x3000), nullptr);  // end is exclusive
+  EXPECT_EQ(as.Find(0x5800)->object, b);
+  EXPECT_EQ(as.Find(0x5800)->FileOffset(0x5800), 0x2800u);
+  EXPECT_EQ(as.size(), 2u);
+}
+
+TEST(AddressSpaceTest, NewMappingSplitsTheOneItOverlaps) {
+  AddressSpace as;
+  auto big = Obj("big"), hole = Obj("hole");
+  as.Insert(Map(0x10000, 0x20000, 0x100, big));
+  as.Insert(Map(0x14000, 0x15000, 0, hole));  // punches into the middle
+  ASSERT_EQ(as.size(), 3u);
+  const Mapping* left = as.Find(0x13fff);
+  const Mapping* mid = as.Find(0x14000);
+  const Mapping* right = as.Find(0x15000);
+  ASSERT_TRUE(left && mid && right);
+  EXPECT_EQ(left->object, big);
+  EXPECT_EQ(left->end, 0x14000u);
+  EXPECT_EQ(left->pgoff, 0x100u);
+  EXPECT_EQ(mid->object, hole);
+  EXPECT_EQ(right->object, big);
+  EXPECT_EQ(right->start, 0x15000u);
+  EXPECT_EQ(right->end, 0x20000u);
+  // The right remainder keeps mapping the same file bytes as before.
+  EXPECT_EQ(right->FileOffset(0x15000), 0x100u + 0x5000u);
+}
+
+TEST(AddressSpaceTest, NewMappingTrimsAndReplacesSeveral) {
+  AddressSpace as;
+  auto a = Obj("a"), b = Obj("b"), c = Obj("c"), n = Obj("new");
+  as.Insert(Map(0x1000, 0x3000, 0, a));
+  as.Insert(Map(0x3000, 0x4000, 0, b));
+  as.Insert(Map(0x4000, 0x6000, 0, c));
+  as.Insert(Map(0x2000, 0x5000, 0, n));  // covers the end of a, all of b, the start of c
+  auto ms = as.Mappings();
+  ASSERT_EQ(ms.size(), 3u);
+  EXPECT_EQ(ms[0].object, a);
+  EXPECT_EQ(ms[0].end, 0x2000u);
+  EXPECT_EQ(ms[1].object, n);
+  EXPECT_EQ(ms[2].object, c);
+  EXPECT_EQ(ms[2].start, 0x5000u);
+  EXPECT_EQ(ms[2].pgoff, 0x1000u);
+}
+
+TEST(AddressSpaceTest, ExactReplacementAndAdjacency) {
+  AddressSpace as;
+  auto v1 = Obj("v1"), v2 = Obj("v2"), next = Obj("next");
+  as.Insert(Map(0x1000, 0x2000, 0, v1));
+  as.Insert(Map(0x2000, 0x3000, 0, next));  // adjacent: no overlap
+  as.Insert(Map(0x1000, 0x2000, 0, v2));    // same range: replaces
+  EXPECT_EQ(as.size(), 2u);
+  EXPECT_EQ(as.Find(0x1800)->object, v2);
+  EXPECT_EQ(as.Find(0x2000)->object, next);
+}
+
+TEST(AddressSpaceTest, EmptyRangesAreIgnored) {
+  AddressSpace as;
+  as.Insert(Map(0x1000, 0x1000, 0, Obj("empty")));
+  EXPECT_EQ(as.size(), 0u);
+}
+
+}  // namespace
+}  // namespace mmap3

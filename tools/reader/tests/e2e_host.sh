@@ -1,0 +1,251 @@
+#!/bin/bash
+# End-to-end test of mmap3-reader on the host kernel (MMAP2 + build-id mode,
+# or whatever the host supports): records real programs built here, reports
+# them, and checks the symbols and build-ids.  Output mimics GoogleTest's
+# summary so `make test` can count it; exits non-zero on any failure.
+#
+#   READER_BIN        the mmap3-reader binary (required)
+#   WORK_DIR          scratch directory (default: a mktemp dir)
+#   CC                C compiler (default: cc)
+#   E2E_EXPECT_MODE   if set, the capture mode every recording must report
+#                     (e.g. mmap3 when run in the patched guest)
+set -u
+
+READER_BIN=${READER_BIN:?READER_BIN must point at mmap3-reader}
+WORK_DIR=${WORK_DIR:-$(mktemp -d)}
+CC=${CC:-cc}
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+rm -rf "$WORK_DIR"
+mkdir -p "$WORK_DIR"
+W=$WORK_DIR
+passed=()
+failed=()
+skipped=()
+
+run() { # run NAME FUNCTION
+	echo "[ RUN      ] e2e_host.$1"
+	local start=$SECONDS rc
+	( set -e; "$2" ) >"$W/$1.log" 2>&1
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		echo "[       OK ] e2e_host.$1 ($((SECONDS - start)) s)"
+		passed+=("$1")
+	elif [ $rc -eq 77 ]; then
+		echo "[  SKIPPED ] e2e_host.$1: $(tail -n1 "$W/$1.log")"
+		skipped+=("$1")
+	else
+		sed 's/^/    /' "$W/$1.log" | tail -n 30
+		echo "[  FAILED  ] e2e_host.$1 ($((SECONDS - start)) s)"
+		failed+=("$1")
+	fi
+}
+
+fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "$*"; exit 77; }
+
+# json_check FILE PYTHON-EXPR: evaluates EXPR with `d` bound to the report.
+json_check() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["rows"]
+def find(sym, comm=None):
+    return [r for r in rows if r["symbol"] == sym and (comm is None or r["comm"] == comm)]
+ok = eval(sys.argv[2])
+if not ok:
+    print("check failed:", sys.argv[2])
+    for r in rows[:15]:
+        print("  ", r["samples"], r["comm"], r["path"], r["build_id"], r["symbol"], r["source"])
+    sys.exit(1)
+PY
+}
+
+ID1=e2e1111111111111111111111111111111111111
+ID1=${ID1//e/a}  # hex only
+ID2=b2b2222222222222222222222222222222222222
+ID3=c3c3333333333333333333333333333333333333
+
+build() {
+	# Frame pointers and no tail calls, so -g call chains are complete.
+	local CFLAGS="-O1 -fno-omit-frame-pointer -fno-optimize-sibling-calls"
+	$CC $CFLAGS -shared -fPIC -Wl,--build-id=0x$ID1 -DHOT=e2e_v1_hot -o "$W/v1.so" "$HERE/e2e/lib.c"
+	$CC $CFLAGS -shared -fPIC -Wl,--build-id=0x$ID2 -DHOT=e2e_v2_hot -o "$W/v2.so" "$HERE/e2e/lib.c"
+	$CC $CFLAGS -shared -fPIC -Wl,--build-id=0x$ID3 -DHOT=e2e_v3_hot -o "$W/v3.so" "$HERE/e2e/lib.c"
+	mkdir -p "$W/lib"
+	cp "$W/v1.so" "$W/lib/libe2e.so"
+	$CC $CFLAGS -o "$W/prog" "$HERE/e2e/prog.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
+}
+
+t_record_command_finds_symbols() {
+	"$READER_BIN" record -q -F 2000 -o "$W/cmd.data" --buildid-dir "$W/cache" -- "$W/prog" 600
+	"$READER_BIN" report -i "$W/cmd.data" --buildid-dir "$W/cache" --format json >"$W/cmd.json"
+	"$READER_BIN" report -i "$W/cmd.data" --buildid-dir "$W/cache" >"$W/cmd.txt"
+	cat "$W/cmd.txt" | head -n 12
+	json_check "$W/cmd.json" "any(r['build_id'] == '$ID1' and r['path'].endswith('/libe2e.so') for r in find('e2e_v1_hot', 'prog'))"
+	json_check "$W/cmd.json" "len(find('e2e_main_hot', 'prog')) == 1"
+	json_check "$W/cmd.json" "d['capture']['samples'] > 100"
+	json_check "$W/cmd.json" "d['capture']['mode'] in ('mmap3', 'mmap2-build-id', 'mmap2')"
+	if [ -n "${E2E_EXPECT_MODE:-}" ]; then
+		json_check "$W/cmd.json" "d['capture']['mode'] == '$E2E_EXPECT_MODE'"
+	fi
+	json_check "$W/cmd.json" "d['capture']['bad_records'] == 0"
+	json_check "$W/cmd.json" "all(r['build_id'] in ('$ID1', '') for r in rows if r['path'].endswith('libe2e.so'))"
+	grep -q "libe2e.so (${ID1:0:12})" "$W/cmd.txt" || fail "short build-id missing in text table"
+	# The cache holds the DSO in perf's layout.
+	[ -f "$W/cache/.build-id/${ID1:0:2}/${ID1:2}/elf" ] || fail "libe2e.so not in the build-id cache"
+}
+
+t_callchains_fold() {
+	"$READER_BIN" record -q -g -F 2000 --format folded --no-buildid-cache -- "$W/prog" 400 >"$W/folded.txt"
+	head -n 5 "$W/folded.txt"
+	grep -Eq '^prog;(.*;)?main;e2e_lib_hot;e2e_v1_hot [0-9]+$' "$W/folded.txt" ||
+		fail "no main -> e2e_v1_hot stack"
+}
+
+# replace_scenario NAME [record flags...]
+# A runs v1; the library is replaced by rename with v2 and B runs it; then it
+# is rewritten in place (same inode) with v3 and C runs it.  One capture of
+# all three must give each process its own version's symbols, and no sample
+# of one version may carry another version's symbol.
+replace_scenario() {
+	local name=$1
+	shift
+	cp "$W/v1.so" "$W/lib/libe2e.so"
+	"$READER_BIN" record -q -F 2000 -o "$W/$name.data" --buildid-dir "$W/$name.cache" "$@" -- \
+		bash -c "
+			'$W/prog' 1200 & a=\$!
+			sleep 0.4
+			cp '$W/v2.so' '$W/lib/libe2e.so.new' && mv '$W/lib/libe2e.so.new' '$W/lib/libe2e.so'
+			'$W/prog' 600 & b=\$!
+			wait \$a \$b
+			cat '$W/v3.so' > '$W/lib/libe2e.so'
+			'$W/prog' 500"
+	"$READER_BIN" report -i "$W/$name.data" --buildid-dir "$W/$name.cache" --format json >"$W/$name.json"
+	"$READER_BIN" report -i "$W/$name.data" --buildid-dir "$W/$name.cache" | head -n 12
+	json_check "$W/$name.json" "len(find('e2e_v1_hot')) == 1 and find('e2e_v1_hot')[0]['build_id'] == '$ID1'"
+	json_check "$W/$name.json" "len(find('e2e_v2_hot')) == 1 and find('e2e_v2_hot')[0]['build_id'] == '$ID2'"
+	json_check "$W/$name.json" "len(find('e2e_v3_hot')) == 1 and find('e2e_v3_hot')[0]['build_id'] == '$ID3'"
+	json_check "$W/$name.json" "all(r['symbol'] in ('e2e_v%d_hot' % v, 'e2e_lib_hot') or r['symbol'].startswith('[unknown') for r in rows for v, i in ((1, '$ID1'), (2, '$ID2'), (3, '$ID3')) if r['build_id'] == i)"
+}
+
+t_replaced_dso_keeps_its_symbols() {
+	replace_scenario replace
+}
+
+t_replaced_dso_system_wide() {
+	# The issue's scenario as one system-wide capture (-a, bounded by the
+	# script): every sample on its own version, none on a wrong build-id.
+	replace_scenario replace_sys -a
+	json_check "$W/replace_sys.json" "d['capture']['samples'] > 0"
+}
+
+t_replaced_dso_plain_mmap2_via_map_files() {
+	# No build-ids from the kernel: every one is read through map_files.
+	replace_scenario replace2 --mode mmap2
+	json_check "$W/replace2.json" "d['capture']['mode'] == 'mmap2' and d['capture']['mappings_by_source']['map_files'] >= 6 and d['capture']['mappings_by_source']['mmap2'] == 0"
+}
+
+t_perf_reads_our_file() {
+	command -v perf >/dev/null || skip "perf not installed"
+	# The library at the recorded path has been replaced by now (see
+	# replaced_dso_keeps_its_symbols): perf finds v1 in our build-id cache,
+	# which uses its layout.
+	perf --buildid-dir "$W/cache" report -i "$W/cmd.data" --stdio --no-children \
+		2>"$W/perf.err" >"$W/perf.txt" || { cat "$W/perf.err"; fail "perf report failed"; }
+	grep -E '%' "$W/perf.txt" | head -n 5
+	grep -q 'e2e_v1_hot' "$W/perf.txt" || fail "perf report does not show e2e_v1_hot"
+	perf buildid-list -i "$W/cmd.data" | grep -q "^$ID1 .*libe2e.so" || fail "perf buildid-list lacks libe2e.so"
+}
+
+t_we_read_perf_files() {
+	command -v perf >/dev/null || skip "perf not installed"
+	cp "$W/v1.so" "$W/lib/libe2e.so"
+	perf record -q -g -o "$W/perf.data" -- "$W/prog" 400 2>"$W/perf-record.err" ||
+		{ cat "$W/perf-record.err"; fail "perf record failed"; }
+	"$READER_BIN" report -i "$W/perf.data" --format json >"$W/perf.json"
+	json_check "$W/perf.json" "len(find('e2e_v1_hot', 'prog')) == 1 and find('e2e_v1_hot', 'prog')[0]['build_id'] == '$ID1'"
+	json_check "$W/perf.json" "d['capture']['mode'] == 'perf.data'"
+	"$READER_BIN" report -i "$W/perf.data" -g --format folded | grep -q 'e2e_v1_hot' || fail "folded from perf.data"
+}
+
+t_attach_to_running_pid() {
+	"$W/prog" 3000 & local pid=$!
+	sleep 0.3
+	"$READER_BIN" record -q -p $pid -d 1 -o "$W/pid.data" --buildid-dir "$W/cache" || { kill $pid; fail "record -p"; }
+	kill $pid 2>/dev/null || true
+	wait $pid 2>/dev/null || true
+	"$READER_BIN" report -i "$W/pid.data" --format json >"$W/pid.json"
+	json_check "$W/pid.json" "len(find('e2e_v1_hot')) == 1"
+	# Mappings that existed before capture are read through map_files.
+	json_check "$W/pid.json" "d['capture']['mappings_by_source']['map_files'] >= 2"
+}
+
+t_ctrl_c_drains_and_writes() {
+	"$READER_BIN" record -q -a -F 1000 -o "$W/sigint.data" --no-buildid-cache & local rp=$!
+	# Long enough to outlast the synthesis of every running process.
+	"$W/prog" 1500
+	kill -INT $rp
+	local rc=0
+	wait $rp || rc=$?
+	[ $rc -eq 0 ] || fail "record -a exited $rc after SIGINT"
+	"$READER_BIN" report -i "$W/sigint.data" --format json >"$W/sigint.json"
+	json_check "$W/sigint.json" "d['capture']['samples'] > 0 and len(find('e2e_main_hot', 'prog')) == 1"
+}
+
+t_errors_are_clear() {
+	local rc=0
+	"$READER_BIN" record --bogus-flag >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 2 ] || fail "bad flag: exit $rc, want 2"
+	rc=0; "$READER_BIN" record -a -p 1 >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 2 ] || fail "conflicting targets: exit $rc, want 2"
+	rc=0; "$READER_BIN" record -p 1 -- true >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 2 ] || fail "-p with a command: exit $rc, want 2"
+	rc=0; "$READER_BIN" record -q -- /nonexistent/cmd >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 1 ] && grep -q "cannot run '/nonexistent/cmd'" "$W/o" || { cat "$W/o"; fail "missing command"; }
+	rc=0; "$READER_BIN" record -q -p 999999999 >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 2 ] || { rc=0; "$READER_BIN" record -q -p 4000000 >"$W/o" 2>&1 || rc=$?; }
+	[ $rc -eq 1 ] && grep -q "no such process" "$W/o" || { cat "$W/o"; fail "missing pid"; }
+	rc=0; "$READER_BIN" report -i "$W/does-not-exist" >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 1 ] || fail "missing input: exit $rc"
+}
+
+t_permission_error_names_paranoid() {
+	[ "$(id -u)" = 0 ] && command -v setpriv >/dev/null || skip "needs root and setpriv to drop privileges"
+	local paranoid
+	paranoid=$(cat /proc/sys/kernel/perf_event_paranoid)
+	[ "$paranoid" -ge 1 ] || skip "perf_event_paranoid is $paranoid: -a is allowed for everyone"
+	# The binary must be reachable by the unprivileged user.
+	install -m 755 "$READER_BIN" "$W/mmap3-reader-copy"
+	chmod 755 "$W"
+	local rc=0
+	HOME=$W setpriv --reuid=65534 --regid=65534 --clear-groups \
+		"$W/mmap3-reader-copy" record -q -a -d 0.1 >"$W/o" 2>&1 || rc=$?
+	cat "$W/o"
+	[ $rc -eq 1 ] || fail "exit $rc, want 1"
+	grep -q "perf_event_paranoid is $paranoid" "$W/o" || fail "no perf_event_paranoid advice"
+	grep -q "CAP_PERFMON" "$W/o" || fail "no CAP_PERFMON advice"
+}
+
+if ! build >"$W/build.log" 2>&1; then
+	cat "$W/build.log"
+	echo "[  FAILED  ] e2e_host.build"
+	echo "[  FAILED  ] 1 test."
+	exit 1
+fi
+
+tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its_symbols
+       t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
+       t_perf_reads_our_file t_we_read_perf_files t_attach_to_running_pid
+       t_ctrl_c_drains_and_writes t_errors_are_clear t_permission_error_names_paranoid)
+echo "[==========] Running ${#tests[@]} tests from e2e_host"
+for t in "${tests[@]}"; do run "${t#t_}" "$t"; done
+echo "[==========] ${#tests[@]} tests from e2e_host ran."
+echo "[  PASSED  ] ${#passed[@]} tests."
+[ ${#skipped[@]} -eq 0 ] || echo "[  SKIPPED ] ${#skipped[@]} tests, listed below:" && for t in "${skipped[@]}"; do echo "[  SKIPPED ] e2e_host.$t"; done
+if [ ${#failed[@]} -ne 0 ]; then
+	echo "[  FAILED  ] ${#failed[@]} tests, listed below:"
+	for t in "${failed[@]}"; do echo "[  FAILED  ] e2e_host.$t"; done
+	exit 1
+fi
+exit 0

@@ -1,0 +1,119 @@
+#include "elf_file.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "fixtures.h"
+
+namespace mmap3 {
+namespace {
+
+using testing::TempDir;
+
+const ElfSymbol* FindByName(const std::vector<ElfSymbol>& syms, const std::string& name) {
+  auto it = std::find_if(syms.begin(), syms.end(), [&](const ElfSymbol& s) { return s.name == name; });
+  return it == syms.end() ? nullptr : &*it;
+}
+
+TEST(ElfFileTest, ReadsExplicitBuildIdFromProgramHeaderNote) {
+  TempDir dir;
+  const std::string lib = dir.File("libv1.so");
+  ASSERT_TRUE(testing::BuildSharedLibrary(lib, "alpha beta", testing::kIdV1));
+  auto elf = ElfFile::Open(lib);
+  ASSERT_TRUE(elf.ok()) << elf.status().ToString();
+  EXPECT_EQ(elf->build_id(), testing::Id(testing::kIdV1));
+  EXPECT_FALSE(elf->loads().empty());
+}
+
+TEST(ElfFileTest, ReadsDefaultSha1AndShortMd5Ids) {
+  TempDir dir;
+  ASSERT_TRUE(testing::CompileC("int f(void){return 1;}", dir.File("sha1.so"),
+                                "-shared -fPIC -Wl,--build-id=sha1"));
+  ASSERT_TRUE(testing::CompileC("int f(void){return 1;}", dir.File("md5.so"),
+                                "-shared -fPIC -Wl,--build-id=md5"));
+  auto sha1 = ElfFile::Open(dir.File("sha1.so"));
+  auto md5 = ElfFile::Open(dir.File("md5.so"));
+  ASSERT_TRUE(sha1.ok() && md5.ok());
+  EXPECT_EQ(sha1->build_id().size(), 20u);
+  EXPECT_EQ(md5->build_id().size(), 16u);
+}
+
+TEST(ElfFileTest, FileWithoutNoteHasEmptyBuildId) {
+  TempDir dir;
+  ASSERT_TRUE(testing::BuildSharedLibrary(dir.File("plain.so"), "f", "none"));
+  auto elf = ElfFile::Open(dir.File("plain.so"));
+  ASSERT_TRUE(elf.ok());
+  EXPECT_TRUE(elf->build_id().empty());
+}
+
+TEST(ElfFileTest, FallsBackToSectionNotesWithoutProgramHeaders) {
+  TempDir dir;
+  ASSERT_TRUE(testing::CompileC("int f(void){return 1;}", dir.File("r.o"), "-c"));
+  std::string cmd = "ld -r --build-id=0xabcdef01 '" + dir.File("r.o") + "' -o '" +
+                    dir.File("r2.o") + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto elf = ElfFile::Open(dir.File("r2.o"));
+  ASSERT_TRUE(elf.ok());
+  EXPECT_TRUE(elf->loads().empty());
+  EXPECT_EQ(elf->build_id().Hex(), "abcdef01");
+}
+
+TEST(ElfFileTest, NotElfAndMissingFilesFailCleanly) {
+  TempDir dir;
+  testing::WriteFile(dir.File("text"), "#!/bin/sh\necho hello\n");
+  auto text = ElfFile::Open(dir.File("text"));
+  EXPECT_FALSE(text.ok());
+  auto missing = ElfFile::Open(dir.File("missing"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().error_number(), ENOENT);
+  int fd = open(dir.File("text").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  EXPECT_FALSE(ReadBuildIdFromFd(fd, "text").ok());
+  close(fd);
+}
+
+TEST(ElfFileTest, SymbolsAndOffsetConversionInNonPieExecutable) {
+  TempDir dir;
+  // A non-PIE executable is linked at 0x400000, so virtual addresses and
+  // file offsets differ and the PT_LOAD conversion is really exercised.
+  ASSERT_TRUE(testing::CompileC(
+      "__attribute__((noinline)) int known_function(int x) { return x * 3 + 1; }\n"
+      "int main(int c, char** v) { (void)v; return known_function(c); }\n",
+      dir.File("exe"), "-no-pie -Wl,--build-id=0x" + std::string(testing::kIdV2)));
+  auto elf = ElfFile::Open(dir.File("exe"));
+  ASSERT_TRUE(elf.ok());
+  auto syms = elf->ReadSymbols();
+  const ElfSymbol* known = FindByName(syms, "known_function");
+  ASSERT_NE(known, nullptr);
+  EXPECT_GT(known->size, 0u);
+  EXPECT_TRUE(std::is_sorted(syms.begin(), syms.end(),
+                             [](const ElfSymbol& a, const ElfSymbol& b) { return a.addr < b.addr; }));
+  const LoadSegment* text = nullptr;
+  for (const LoadSegment& s : elf->loads()) {
+    if (known->addr >= s.vaddr && known->addr < s.vaddr + s.filesz) text = &s;
+  }
+  ASSERT_NE(text, nullptr);
+  EXPECT_NE(text->vaddr, text->offset);
+  uint64_t offset = known->addr - text->vaddr + text->offset;
+  EXPECT_EQ(elf->FileOffsetToVaddr(offset), known->addr);
+  EXPECT_FALSE(elf->FileOffsetToVaddr(1ull << 40).has_value());
+}
+
+TEST(ElfFileTest, StrippedLibraryStillHasDynamicSymbols) {
+  TempDir dir;
+  const std::string lib = dir.File("libs.so");
+  ASSERT_TRUE(testing::BuildSharedLibrary(lib, "exported_one exported_two", ""));
+  ASSERT_EQ(std::system(("strip --strip-all '" + lib + "'").c_str()), 0);
+  auto elf = ElfFile::Open(lib);
+  ASSERT_TRUE(elf.ok());
+  auto syms = elf->ReadSymbols();
+  EXPECT_NE(FindByName(syms, "exported_one"), nullptr);
+  EXPECT_NE(FindByName(syms, "exported_two"), nullptr);
+  EXPECT_FALSE(elf->build_id().empty());  // strip keeps the note
+}
+
+}  // namespace
+}  // namespace mmap3

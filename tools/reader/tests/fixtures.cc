@@ -1,0 +1,103 @@
+#include "fixtures.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace mmap3::testing {
+
+TempDir::TempDir() {
+  std::filesystem::create_directories(MMAP3_TEST_TMP);
+  std::string tmpl = std::string(MMAP3_TEST_TMP) + "/t.XXXXXX";
+  char* p = mkdtemp(tmpl.data());
+  if (p == nullptr) {
+    ADD_FAILURE() << "mkdtemp " << tmpl;
+    return;
+  }
+  path_ = p;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+void WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << contents;
+}
+
+bool CompileC(const std::string& source, const std::string& output, const std::string& flags) {
+  const std::string src = output + ".c";
+  WriteFile(src, source);
+  std::string cmd =
+      std::string(MMAP3_TEST_CC) + " -O1 -g0 " + flags + " -o '" + output + "' '" + src + "' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    ADD_FAILURE() << "popen " << cmd;
+    return false;
+  }
+  std::string out;
+  char buf[512];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  int rc = pclose(p);
+  if (rc != 0) {
+    ADD_FAILURE() << "compile failed: " << cmd << "\n" << out;
+    return false;
+  }
+  return true;
+}
+
+bool BuildSharedLibrary(const std::string& output, const std::string& functions,
+                        const std::string& build_id_hex) {
+  std::istringstream names(functions);
+  std::ostringstream src;
+  std::string name;
+  int i = 0;
+  while (names >> name) {
+    // Distinct bodies so each function has a distinct, non-zero size.
+    src << "int " << name << "(int x) { int s = 0; for (int i = 0; i < x; ++i) s += i * "
+        << ++i << " + (s >> 3); return s; }\n";
+  }
+  std::string flags = "-shared -fPIC";
+  if (build_id_hex == "none") {
+    flags += " -Wl,--build-id=none";
+  } else if (!build_id_hex.empty()) {
+    flags += " -Wl,--build-id=0x" + build_id_hex;
+  } else {
+    flags += " -Wl,--build-id=sha1";
+  }
+  return CompileC(src.str(), output, flags);
+}
+
+BuildId Id(const char* hex) { return *BuildId::FromHex(hex); }
+
+}  // namespace mmap3::testing
+
+#include "elf_file.h"
+
+namespace mmap3::testing {
+
+uint64_t FunctionFileOffset(const std::string& path, const std::string& name) {
+  auto elf = ElfFile::Open(path);
+  if (!elf.ok()) {
+    ADD_FAILURE() << elf.status().ToString();
+    return 0;
+  }
+  for (const ElfSymbol& s : elf->ReadSymbols()) {
+    if (s.name != name) continue;
+    for (const LoadSegment& seg : elf->loads()) {
+      if (s.addr >= seg.vaddr && s.addr < seg.vaddr + seg.filesz)
+        return s.addr - seg.vaddr + seg.offset + 2;  // a few bytes into the body
+    }
+  }
+  ADD_FAILURE() << name << " not found in " << path;
+  return 0;
+}
+
+}  // namespace mmap3::testing

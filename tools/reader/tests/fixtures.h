@@ -1,0 +1,51 @@
+// Test fixtures built at test time: temporary directories and tiny ELF
+// files compiled with the same compiler the tests were built with.
+#ifndef MMAP3_READER_TESTS_FIXTURES_H_
+#define MMAP3_READER_TESTS_FIXTURES_H_
+
+#include <string>
+
+#include "build_id.h"
+
+namespace mmap3::testing {
+
+// A fresh directory under the build tree, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Compiles C `source` into `output` with extra `flags` (e.g. "-shared -fPIC").
+// Fails the current test (ADD_FAILURE) and returns false on error.
+bool CompileC(const std::string& source, const std::string& output, const std::string& flags);
+
+// A shared library whose functions are `functions` (space-separated names),
+// each with a distinct body, with the given build-id ("" for the linker's
+// default sha1, "none" for no build-id, or 0x-less hex for an explicit id).
+bool BuildSharedLibrary(const std::string& output, const std::string& functions,
+                        const std::string& build_id_hex);
+
+void WriteFile(const std::string& path, const std::string& contents);
+
+// Fixed build-ids used across tests.
+inline const char* kIdV1 = "1111111111111111111111111111111111111111";
+inline const char* kIdV2 = "2222222222222222222222222222222222222222";
+inline const char* kIdV3 = "3333333333333333333333333333333333333333";
+BuildId Id(const char* hex);
+
+}  // namespace mmap3::testing
+
+#endif  // MMAP3_READER_TESTS_FIXTURES_H_
+
+namespace mmap3::testing {
+// File offset of function `name` in the ELF file at `path` (0 if not found).
+uint64_t FunctionFileOffset(const std::string& path, const std::string& name);
+}  // namespace mmap3::testing

@@ -1,0 +1,129 @@
+#include "perf_data.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "fixtures.h"
+#include "record_writer.h"
+
+namespace mmap3 {
+namespace {
+
+using testing::TempDir;
+
+const SampleFormat kFormat{PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME, 0, true};
+
+PerfFileAttr Attr() {
+  PerfFileAttr a;
+  a.attr.size = sizeof(a.attr);
+  a.attr.type = PERF_TYPE_SOFTWARE;
+  a.attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  a.attr.sample_type = kFormat.sample_type;
+  a.attr.sample_id_all = 1;
+  a.attr.mmap2 = 1;
+  a.ids = {101, 102};
+  return a;
+}
+
+TEST(PerfDataTest, RoundTripsAttrsRecordsBuildIdsAndMeta) {
+  TempDir dir;
+  const std::string path = dir.File("perf.data");
+  std::vector<std::vector<uint8_t>> records;
+  for (uint32_t i = 0; i < 50; ++i) {
+    CommRecord c;
+    c.pid = c.tid = i;
+    std::string name = "task" + std::to_string(i);
+    c.comm = name;
+    records.push_back(EncodeComm(c, kFormat));
+  }
+  {
+    auto w = PerfDataWriter::Create(path, {Attr()});
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (const auto& r : records) ASSERT_TRUE(w->Write(r).ok());
+    BuildIdEntry lib;
+    lib.build_id = *BuildId::FromHex("00112233445566778899aabbccddeeff");  // 16 bytes
+    lib.filename = "/usr/lib/libx.so";
+    BuildIdEntry kernel;
+    kernel.misc = PERF_RECORD_MISC_KERNEL;
+    kernel.build_id = *BuildId::FromHex(testing::kIdV1);
+    kernel.filename = "[kernel.kallsyms]";
+    ASSERT_TRUE(w->Finish({lib, kernel}, R"({"mode":"mmap2-build-id"})").ok());
+  }
+  auto r = PerfDataReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->attrs().size(), 1u);
+  EXPECT_EQ(r->attrs()[0].attr.sample_type, kFormat.sample_type);
+  EXPECT_EQ(r->attrs()[0].ids, (std::vector<uint64_t>{101, 102}));
+  std::vector<std::vector<uint8_t>> read;
+  EXPECT_EQ(r->ForEachRecord([&](Bytes b) { read.emplace_back(b.begin(), b.end()); }), 0u);
+  EXPECT_EQ(read, records);
+  ASSERT_EQ(r->build_ids().size(), 2u);
+  EXPECT_EQ(r->build_ids()[0].filename, "/usr/lib/libx.so");
+  EXPECT_EQ(r->build_ids()[0].build_id.size(), 16u);
+  EXPECT_EQ(r->build_ids()[0].misc, PERF_RECORD_MISC_USER);
+  EXPECT_EQ(r->build_ids()[1].misc, PERF_RECORD_MISC_KERNEL);
+  EXPECT_EQ(r->build_ids()[1].build_id.Hex(), testing::kIdV1);
+  EXPECT_TRUE(r->HasFeature(kFeatureBuildId));
+  EXPECT_EQ(r->meta_json(), R"({"mode":"mmap2-build-id"})");
+}
+
+TEST(PerfDataTest, HeaderMatchesThePerfLayout) {
+  TempDir dir;
+  const std::string path = dir.File("perf.data");
+  auto w = PerfDataWriter::Create(path, {Attr()});
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->Write(EncodeFinishedRound()).ok());
+  ASSERT_TRUE(w->Finish({}, "").ok());
+  std::ifstream in(path, std::ios::binary);
+  char header[104];
+  ASSERT_TRUE(in.read(header, sizeof(header)));
+  EXPECT_EQ(std::string(header, 8), "PERFILE2");
+  uint64_t size, attr_size;
+  std::memcpy(&size, header + 8, 8);
+  std::memcpy(&attr_size, header + 16, 8);
+  EXPECT_EQ(size, 104u);
+  // perf_file_attr: the attr followed by the ids section.
+  EXPECT_EQ(attr_size, sizeof(perf_event_attr) + 16);
+  uint64_t features;
+  std::memcpy(&features, header + 72, 8);
+  EXPECT_EQ(features, uint64_t{1} << kFeatureBuildId);
+}
+
+TEST(PerfDataTest, RejectsGarbageAndUnfinishedFiles) {
+  TempDir dir;
+  testing::WriteFile(dir.File("garbage"), std::string(200, 'x'));
+  EXPECT_FALSE(PerfDataReader::Open(dir.File("garbage")).ok());
+  testing::WriteFile(dir.File("short"), "PERFILE2");
+  EXPECT_FALSE(PerfDataReader::Open(dir.File("short")).ok());
+  {
+    auto w = PerfDataWriter::Create(dir.File("unfinished"), {Attr()});
+    ASSERT_TRUE(w.ok());
+  }
+  EXPECT_FALSE(PerfDataReader::Open(dir.File("unfinished")).ok());
+  EXPECT_EQ(PerfDataReader::Open(dir.File("missing")).status().error_number(), ENOENT);
+}
+
+TEST(PerfDataTest, CorruptRecordSizeStopsIterationAndIsReported) {
+  TempDir dir;
+  const std::string path = dir.File("perf.data");
+  auto w = PerfDataWriter::Create(path, {Attr()});
+  ASSERT_TRUE(w.ok());
+  CommRecord c;
+  c.comm = "ok";
+  ASSERT_TRUE(w->Write(EncodeComm(c, kFormat)).ok());
+  std::vector<uint8_t> bad(16, 0);
+  perf_event_header h{PERF_RECORD_COMM, 0, 4000};  // runs past the data section
+  std::memcpy(bad.data(), &h, sizeof(h));
+  ASSERT_TRUE(w->Write(bad).ok());
+  ASSERT_TRUE(w->Finish({}, "").ok());
+  auto r = PerfDataReader::Open(path);
+  ASSERT_TRUE(r.ok());
+  int n = 0;
+  EXPECT_EQ(r->ForEachRecord([&](Bytes) { ++n; }), 1u);
+  EXPECT_EQ(n, 1);
+}
+
+}  // namespace
+}  // namespace mmap3

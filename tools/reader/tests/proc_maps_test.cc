@@ -1,0 +1,91 @@
+#include "proc_maps.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "capture.h"
+#include "elf_file.h"
+#include "fixtures.h"
+
+namespace mmap3 {
+namespace {
+
+using testing::Id;
+using testing::kIdV1;
+using testing::kIdV2;
+using testing::TempDir;
+
+TEST(ProcMapsTest, ParsesMapsLines) {
+  auto maps = ParseProcMaps(
+      "55d0c0a00000-55d0c0a22000 r-xp 00004000 fe:01 1234567                    /usr/bin/ls\n"
+      "7ffd5a3f0000-7ffd5a3f2000 r-xp 00000000 00:00 0                          [vdso]\n"
+      "7f0000000000-7f0000001000 rw-s 00000000 00:05 42                         /dev/shm/x (deleted)\n"
+      "garbage line\n"
+      "7f0000002000-7f0000003000 ---p 00000000 00:00 0\n");
+  ASSERT_EQ(maps.size(), 4u);
+  EXPECT_EQ(maps[0].start, 0x55d0c0a00000u);
+  EXPECT_EQ(maps[0].end, 0x55d0c0a22000u);
+  EXPECT_EQ(maps[0].pgoff, 0x4000u);
+  EXPECT_EQ(maps[0].maj, 0xfeu);
+  EXPECT_EQ(maps[0].min, 1u);
+  EXPECT_EQ(maps[0].ino, 1234567u);
+  EXPECT_TRUE(maps[0].executable);
+  EXPECT_FALSE(maps[0].writable);
+  EXPECT_EQ(maps[0].path, "/usr/bin/ls");
+  EXPECT_EQ(maps[1].path, "[vdso]");
+  EXPECT_TRUE(maps[2].shared);
+  EXPECT_EQ(maps[2].path, "/dev/shm/x (deleted)");
+  EXPECT_EQ(maps[3].path, "");
+  EXPECT_FALSE(maps[3].readable);
+}
+
+TEST(ProcMapsTest, MapFilesPathUsesBareHex) {
+  EXPECT_EQ(MapFilesPath(12, 0x7f00aa000, 0x7f00bb000), "/proc/12/map_files/7f00aa000-7f00bb000");
+}
+
+const ProcMapping* FindExecMapping(const std::vector<ProcMapping>& maps, const std::string& path) {
+  for (const ProcMapping& m : maps)
+    if (m.path == path && m.executable) return &m;
+  return nullptr;
+}
+
+TEST(ProcMapsTest, BuildIdComesFromTheMappedInodeNotThePath) {
+  if (geteuid() != 0) GTEST_SKIP() << "map_files needs CAP_SYS_ADMIN";
+  TempDir dir;
+  const std::string lib = dir.File("libmapped.so");
+  ASSERT_TRUE(testing::BuildSharedLibrary(lib, "mapped_fn", kIdV1));
+  ASSERT_TRUE(testing::BuildSharedLibrary(dir.File("v2.so"), "mapped_fn other_fn", kIdV2));
+  void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  // Replace the file at the path by rename while it is mapped.
+  std::filesystem::rename(dir.File("v2.so"), lib);
+  auto maps = ReadProcMaps(getpid());
+  ASSERT_TRUE(maps.ok());
+  const ProcMapping* m = FindExecMapping(*maps, lib + " (deleted)");
+  ASSERT_NE(m, nullptr) << "the replaced mapping shows as deleted";
+  auto id = ReadMappedBuildId(getpid(), m->start, m->end);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(*id, Id(kIdV1));                          // the mapped version
+  EXPECT_EQ(ElfFile::Open(lib)->build_id(), Id(kIdV2));  // what the path says now
+  dlclose(handle);
+}
+
+TEST(ProcMapsTest, MissingMappingIsAnError) {
+  auto id = ReadMappedBuildId(getpid(), 0x1000, 0x2000);
+  EXPECT_FALSE(id.ok());
+  EXPECT_FALSE(ProcessExists(0));
+  EXPECT_TRUE(ProcessExists(getpid()));
+}
+
+TEST(CaptureHelpersTest, ParsesCpuLists) {
+  EXPECT_EQ(ParseCpuList("0-3,5,7-8\n"), (std::vector<int>{0, 1, 2, 3, 5, 7, 8}));
+  EXPECT_EQ(ParseCpuList("0\n"), (std::vector<int>{0}));
+  EXPECT_TRUE(ParseCpuList("").empty());
+  EXPECT_FALSE(OnlineCpus().empty());
+}
+
+}  // namespace
+}  // namespace mmap3

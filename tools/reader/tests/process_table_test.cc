@@ -1,0 +1,99 @@
+#include "process_table.h"
+
+#include <gtest/gtest.h>
+
+namespace mmap3 {
+namespace {
+
+std::shared_ptr<const MappedObject> Obj(const std::string& path) {
+  auto o = std::make_shared<MappedObject>();
+  o->path = path;
+  return o;
+}
+
+void MapIn(ProcessTable& t, uint32_t pid, uint64_t start, const std::string& path) {
+  t.OnMmap(pid, Mapping{start, start + 0x1000, 0, Obj(path)});
+}
+
+std::string PathAt(const ProcessTable& t, uint32_t pid, uint64_t addr) {
+  const Mapping* m = t.FindUser(pid, addr);
+  return m ? m->object->path : "";
+}
+
+TEST(ProcessTableTest, ForkedProcessGetsACopy) {
+  ProcessTable t;
+  t.OnComm(100, 100, "parent", false);
+  MapIn(t, 100, 0x1000, "/lib/a");
+  t.OnFork(200, 100, 200, 100);
+  EXPECT_EQ(PathAt(t, 200, 0x1000), "/lib/a");
+  EXPECT_EQ(t.Comm(200, 200), "parent");  // inherited until it execs or renames
+  // Later mappings are private to each side.
+  MapIn(t, 200, 0x5000, "/lib/child-only");
+  MapIn(t, 100, 0x1000, "/lib/a-v2");
+  EXPECT_EQ(PathAt(t, 100, 0x5000), "");
+  EXPECT_EQ(PathAt(t, 200, 0x1000), "/lib/a");
+  EXPECT_EQ(PathAt(t, 100, 0x1000), "/lib/a-v2");
+}
+
+TEST(ProcessTableTest, ThreadsShareTheAddressSpace) {
+  ProcessTable t;
+  t.OnComm(100, 100, "app", false);
+  t.OnFork(100, 100, 101, 100);  // pid == ppid: a thread
+  MapIn(t, 100, 0x9000, "/lib/late");
+  EXPECT_EQ(PathAt(t, 100, 0x9000), "/lib/late");
+  t.OnComm(100, 101, "app-worker", false);
+  EXPECT_EQ(t.Comm(100, 101), "app-worker");
+  EXPECT_EQ(t.Comm(100, 100), "app");
+  EXPECT_EQ(t.process_count(), 1u);
+}
+
+TEST(ProcessTableTest, ExecResetsTheAddressSpace) {
+  ProcessTable t;
+  t.OnComm(100, 100, "sh", false);
+  MapIn(t, 100, 0x1000, "/bin/sh");
+  t.OnComm(100, 100, "ls", /*exec=*/true);
+  EXPECT_EQ(PathAt(t, 100, 0x1000), "");
+  EXPECT_EQ(t.Comm(100, 100), "ls");
+  MapIn(t, 100, 0x1000, "/bin/ls");
+  EXPECT_EQ(PathAt(t, 100, 0x1000), "/bin/ls");
+}
+
+TEST(ProcessTableTest, ExecInForkedChildDoesNotTouchParent) {
+  ProcessTable t;
+  MapIn(t, 100, 0x1000, "/bin/sh");
+  t.OnFork(200, 100, 200, 100);
+  t.OnComm(200, 200, "ls", true);
+  EXPECT_EQ(PathAt(t, 100, 0x1000), "/bin/sh");
+  EXPECT_EQ(PathAt(t, 200, 0x1000), "");
+}
+
+TEST(ProcessTableTest, ExitDropsTheProcessWithItsLastThread) {
+  ProcessTable t;
+  MapIn(t, 100, 0x1000, "/bin/app");
+  t.OnFork(100, 100, 101, 100);
+  t.OnExit(100, 100);  // the leader exits first; the worker thread still runs
+  EXPECT_TRUE(t.HasProcess(100));
+  EXPECT_EQ(PathAt(t, 100, 0x1000), "/bin/app");
+  t.OnExit(100, 101);
+  EXPECT_FALSE(t.HasProcess(100));
+  EXPECT_EQ(PathAt(t, 100, 0x1000), "");
+  // A reused pid starts clean.
+  t.OnComm(100, 100, "new", true);
+  EXPECT_EQ(PathAt(t, 100, 0x1000), "");
+}
+
+TEST(ProcessTableTest, UnknownThreadsGetAPlaceholderName) {
+  ProcessTable t;
+  EXPECT_EQ(t.Comm(5, 6), ":6");
+}
+
+TEST(ProcessTableTest, KernelMappingsAreSeparate) {
+  ProcessTable t;
+  t.OnMmap(kKernelPid, Mapping{0xffffffff81000000, 0xffffffff82000000, 0, Obj("[kernel]")});
+  EXPECT_NE(t.FindKernel(0xffffffff81000010), nullptr);
+  EXPECT_EQ(t.FindUser(1, 0xffffffff81000010), nullptr);
+  EXPECT_EQ(t.process_count(), 0u);
+}
+
+}  // namespace
+}  // namespace mmap3

@@ -1,0 +1,317 @@
+#include "profile.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "build_id_cache.h"
+#include "fixtures.h"
+#include "record_sorter.h"
+#include "record_writer.h"
+
+namespace mmap3 {
+namespace {
+
+using testing::Id;
+using testing::kIdV1;
+using testing::kIdV2;
+using testing::kIdV3;
+using testing::TempDir;
+
+const SampleFormat kFormat{PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
+                               PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN,
+                           0, true};
+constexpr uint64_t kBase = 0x7f0000000000;
+
+SampleId Sid(uint32_t pid, uint64_t time) {
+  SampleId s;
+  s.has_tid = s.has_time = s.has_cpu = true;
+  s.pid = s.tid = pid;
+  s.time = time;
+  return s;
+}
+
+std::vector<uint8_t> Comm(uint32_t pid, const char* name, uint64_t time, bool exec = true) {
+  CommRecord c;
+  c.pid = c.tid = pid;
+  c.comm = name;
+  c.exec = exec;
+  c.sample_id = Sid(pid, time);
+  return EncodeComm(c, kFormat);
+}
+
+std::vector<uint8_t> Mmap(uint32_t pid, const std::string& path, const char* id, uint64_t time,
+                          uint64_t start = kBase) {
+  MmapRecord m;
+  m.format = id ? MmapFormat::kMmap2BuildId : MmapFormat::kMmap2;
+  m.misc = PERF_RECORD_MISC_USER;
+  m.pid = m.tid = pid;
+  m.start = start;
+  m.len = 0x10000;
+  m.pgoff = 0;
+  if (id) m.build_id = Id(id);
+  m.filename = path;
+  m.sample_id = Sid(pid, time);
+  return EncodeMmap(m, kFormat);
+}
+
+std::vector<uint8_t> Sample(uint32_t pid, uint64_t ip, uint64_t time,
+                            std::vector<uint64_t> chain = {}, bool kernel = false) {
+  SampleRecord s;
+  s.misc = kernel ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
+  s.pid = s.tid = pid;
+  s.ip = ip;
+  s.time = time;
+  return EncodeSample(s, chain, kFormat);
+}
+
+std::vector<uint8_t> Fork(uint32_t pid, uint32_t ppid, uint64_t time) {
+  TaskRecord t;
+  t.pid = t.tid = pid;
+  t.ppid = t.ptid = ppid;
+  t.time = time;
+  t.sample_id = Sid(pid, time);
+  return EncodeTask(t, kFormat);
+}
+
+const ReportRow* RowFor(const ReportModel& m, const std::string& comm) {
+  for (const ReportRow& r : m.rows)
+    if (r.comm == comm) return &r;
+  return nullptr;
+}
+
+// The scenario perf gets wrong: one path, three versions over time.
+//   A maps v1; the file is replaced by rename with v2; B maps it; then it is
+//   rewritten in place with v3 and C maps it.  Every sample must land on its
+//   own version, with that version's symbols.
+class ReplacedDsoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = dir_.File("libdemo.so");
+    for (int v = 1; v <= 3; ++v) {
+      std::string f = dir_.File(fmt::format("v{}.so", v));
+      ASSERT_TRUE(testing::BuildSharedLibrary(f, fmt::format("demo_common demo_only_v{}", v),
+                                              v == 1 ? kIdV1 : v == 2 ? kIdV2 : kIdV3));
+      versions_.push_back(f);
+    }
+  }
+
+  // Each version is cached while "mapped", the way the capture does it.
+  void InstallAndCache(int v, bool rename_into_place) {
+    const std::string& src = versions_[static_cast<size_t>(v - 1)];
+    if (rename_into_place) {
+      std::filesystem::copy_file(src, path_ + ".new");
+      std::filesystem::rename(path_ + ".new", path_);
+    } else {
+      // Rewrite in place: same inode, new contents.
+      std::filesystem::copy_file(src, path_, std::filesystem::copy_options::overwrite_existing);
+    }
+    int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    BuildIdCache::Stats stats;
+    const char* ids[] = {kIdV1, kIdV2, kIdV3};
+    ASSERT_TRUE(BuildIdCache::Insert(cache_.path(), Id(ids[v - 1]), path_, fd, &stats).ok());
+    close(fd);
+  }
+
+  ReportModel Run(bool with_cache) {
+    ProfileOptions opts;
+    Profile profile(opts);
+    profile.SetFormat(kFormat);
+    const char* ids[] = {kIdV1, kIdV2, kIdV3};
+    const char* comms[] = {"procA", "procB", "procC"};
+    uint64_t t = 100;
+    for (int v = 1; v <= 3; ++v) {
+      uint32_t pid = 100 * static_cast<uint32_t>(v);
+      uint64_t off = testing::FunctionFileOffset(versions_[static_cast<size_t>(v - 1)],
+                                                 fmt::format("demo_only_v{}", v));
+      profile.Process(Comm(pid, comms[v - 1], t++));
+      profile.Process(Mmap(pid, path_, ids[v - 1], t++));
+      for (int i = 0; i < 10 * v; ++i) profile.Process(Sample(pid, kBase + off, t++));
+    }
+    SymbolSearch search;
+    search.debug_dir = "";
+    search.cache_dir = with_cache ? cache_.path() : "";
+    DsoStore store(search);
+    Symbolizer sym(store);
+    return profile.BuildReport(sym, "test");
+  }
+
+  TempDir dir_, cache_;
+  std::string path_;
+  std::vector<std::string> versions_;
+};
+
+TEST_F(ReplacedDsoTest, EverySampleGetsItsOwnVersionAndSymbols) {
+  InstallAndCache(1, true);
+  InstallAndCache(2, true);
+  InstallAndCache(3, false);
+  ReportModel m = Run(/*with_cache=*/true);
+  EXPECT_EQ(m.samples, 60u);
+  ASSERT_EQ(m.rows.size(), 3u);
+  const char* ids[] = {kIdV1, kIdV2, kIdV3};
+  const char* comms[] = {"procA", "procB", "procC"};
+  for (int v = 1; v <= 3; ++v) {
+    const ReportRow* r = RowFor(m, comms[v - 1]);
+    ASSERT_NE(r, nullptr) << comms[v - 1];
+    EXPECT_EQ(r->build_id, Id(ids[v - 1]));
+    EXPECT_EQ(r->symbol, fmt::format("demo_only_v{}", v));
+    EXPECT_EQ(r->samples, 10u * static_cast<uint64_t>(v));
+    EXPECT_EQ(r->path, path_);
+  }
+  // Sorted by samples.
+  EXPECT_EQ(m.rows[0].comm, "procC");
+  EXPECT_DOUBLE_EQ(m.rows[0].percent, 50.0);
+}
+
+TEST_F(ReplacedDsoTest, WithoutCopiesOldVersionsAreRefusedNotMisattributed) {
+  std::filesystem::copy_file(versions_[2], path_);  // only v3 on disk
+  ReportModel m = Run(/*with_cache=*/false);
+  ASSERT_EQ(m.rows.size(), 3u);
+  EXPECT_EQ(RowFor(m, "procC")->symbol, "demo_only_v3");
+  for (const char* comm : {"procA", "procB"}) {
+    const ReportRow* r = RowFor(m, comm);
+    EXPECT_EQ(r->symbol.rfind("[unknown ", 0), 0u) << r->symbol;
+    EXPECT_EQ(r->symbol.find("demo_"), std::string::npos);
+  }
+  EXPECT_NE(RowFor(m, "procA")->symbol.find("111111111111"), std::string::npos);
+}
+
+TEST(ProfileTest, ForkCopiesMappingsAndExecResetsThem) {
+  Profile p({});
+  p.SetFormat(kFormat);
+  p.Process(Comm(10, "parent", 1));
+  p.Process(Mmap(10, "/x/lib.so", kIdV1, 2));
+  p.Process(Fork(11, 10, 3));
+  p.Process(Sample(11, kBase + 0x100, 4));    // child: inherited mapping
+  p.Process(Comm(11, "child", 5, /*exec=*/true));
+  p.Process(Sample(11, kBase + 0x100, 6));    // after exec: gone
+  SymbolSearch s;
+  s.debug_dir = "";
+  s.use_recorded_paths = false;
+  DsoStore store(s);
+  Symbolizer sym(store);
+  ReportModel m = p.BuildReport(sym, "t");
+  ASSERT_EQ(m.rows.size(), 2u);
+  const ReportRow* parent = RowFor(m, "parent");  // the forked child kept its parent's name
+  ASSERT_NE(parent, nullptr);
+  EXPECT_EQ(parent->build_id, Id(kIdV1));
+  const ReportRow* child = RowFor(m, "child");
+  ASSERT_NE(child, nullptr);
+  EXPECT_TRUE(child->build_id.empty());
+  EXPECT_EQ(child->symbol, "[unknown]");
+  EXPECT_EQ(p.unattributed(), 1u);
+}
+
+TEST(ProfileTest, RecordsFromTwoCpusAreMatchedInTimeOrder) {
+  // CPU 1's buffer holds the sample (t=20); CPU 0's holds the mmap (t=10).
+  // Drained CPU 1 first, the sample would precede its mapping.
+  RecordSorter sorter;
+  Profile p({});
+  p.SetFormat(kFormat);
+  auto push = [&](const std::vector<uint8_t>& r) { sorter.Push(RecordTime(r, kFormat), r); };
+  push(Sample(10, kBase + 0x10, 20));  // CPU 1
+  push(Comm(10, "app", 5));            // CPU 0
+  push(Mmap(10, "/x/lib.so", kIdV2, 10));
+  sorter.FinishRound([&](Bytes r) { p.Process(r); });
+  sorter.Flush([&](Bytes r) { p.Process(r); });
+  EXPECT_EQ(p.samples(), 1u);
+  EXPECT_EQ(p.unattributed(), 0u);
+
+  // The same records unsorted lose the attribution: the test can fail.
+  Profile unsorted({});
+  unsorted.SetFormat(kFormat);
+  unsorted.Process(Sample(10, kBase + 0x10, 20));
+  unsorted.Process(Comm(10, "app", 5));
+  unsorted.Process(Mmap(10, "/x/lib.so", kIdV2, 10));
+  EXPECT_EQ(unsorted.unattributed(), 1u);
+}
+
+TEST(ProfileTest, KernelSamplesGoToTheKernelObject) {
+  ProfileOptions o;
+  o.kernel_build_id = Id(kIdV3);
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Sample(1, 0xffffffff81000123, 1, {}, /*kernel=*/true));
+  SymbolSearch s;
+  s.kernel_notes = "/nonexistent";
+  DsoStore store(s);
+  Symbolizer sym(store);
+  ReportModel m = p.BuildReport(sym, "t");
+  ASSERT_EQ(m.rows.size(), 1u);
+  EXPECT_EQ(m.rows[0].path, "[kernel.kallsyms]");
+  EXPECT_EQ(m.rows[0].build_id, Id(kIdV3));
+  EXPECT_EQ(m.rows[0].source, BuildIdSource::kKernelNotes);
+}
+
+TEST(ProfileTest, FoldedStacksRunFromOutermostToLeaf) {
+  ProfileOptions o;
+  o.callchains = true;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Comm(7, "app", 1));
+  p.Process(Mmap(7, "/x/lib.so", nullptr, 2));
+  const uint64_t user = static_cast<uint64_t>(PERF_CONTEXT_USER);
+  for (int i = 0; i < 3; ++i)
+    p.Process(Sample(7, kBase + 0x30, 3 + i, {user, kBase + 0x30, kBase + 0x21, kBase + 0x11}));
+  SymbolSearch s;
+  s.debug_dir = "";
+  DsoStore store(s);
+  Symbolizer sym(store);
+  ReportModel m = p.BuildReport(sym, "t");
+  ASSERT_EQ(m.stacks.size(), 1u);
+  // Callers are looked up at return address - 1.
+  EXPECT_EQ(m.stacks[0].folded, "app;[unknown]+0x10;[unknown]+0x20;[unknown]+0x30");
+  EXPECT_EQ(m.stacks[0].samples, 3u);
+}
+
+TEST(ProfileTest, BadRecordsAndLostCountsAreCounted) {
+  Profile p({});
+  p.SetFormat(kFormat);
+  auto bad = Mmap(1, "/x", kIdV1, 1);
+  bad.resize(bad.size() - 8);  // span shorter than header.size
+  p.Process(bad);
+  LostRecord l;
+  l.lost = 17;
+  p.Process(EncodeLost(l, kFormat));
+  l.samples = true;
+  l.lost = 3;
+  p.Process(EncodeLost(l, kFormat));
+  EXPECT_EQ(p.bad_records(), 1u);
+  EXPECT_EQ(p.lost_records(), 17u);
+  EXPECT_EQ(p.lost_samples(), 3u);
+}
+
+TEST(ProfileTest, SourcesComeFromRecordsOverridesAndPerfHeader) {
+  SourceOverrides overrides;
+  overrides.Add(2, kBase, Id(kIdV2), BuildIdSource::kMapFiles);
+  ProfileOptions o;
+  o.overrides = &overrides;
+  o.path_build_id = [](std::string_view path) {
+    return path == "/from/header" ? Id(kIdV3) : BuildId();
+  };
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Mmap(1, "/kernel/gave", kIdV1, 1));
+  p.Process(Mmap(2, "/we/read", kIdV2, 2));
+  p.Process(Mmap(3, "/from/header", nullptr, 3));
+  p.Process(Mmap(4, "/nothing", nullptr, 4));
+  SymbolSearch s;
+  DsoStore store(s);
+  Symbolizer sym(store);
+  ReportModel m = p.BuildReport(sym, "t");
+  EXPECT_EQ(m.mappings_by_source[static_cast<int>(BuildIdSource::kMmap2)], 1u);
+  EXPECT_EQ(m.mappings_by_source[static_cast<int>(BuildIdSource::kMapFiles)], 1u);
+  EXPECT_EQ(m.mappings_by_source[static_cast<int>(BuildIdSource::kPerfHeader)], 1u);
+  EXPECT_EQ(m.mappings_by_source[static_cast<int>(BuildIdSource::kNone)], 1u);
+  ASSERT_EQ(m.mappings.size(), 4u);
+  EXPECT_EQ(m.mappings[2].build_id, Id(kIdV3));
+}
+
+}  // namespace
+}  // namespace mmap3

@@ -1,0 +1,454 @@
+#include "record.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "capture.h"
+#include "linux/perf_event_mmap3.h"
+#include "record_writer.h"
+
+namespace mmap3 {
+namespace {
+
+constexpr uint64_t kTypeNoCallchain = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                                      PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD;
+const SampleFormat kFormat{kTypeNoCallchain | PERF_SAMPLE_CALLCHAIN, 0, true};
+
+SampleId Sid(uint32_t pid, uint64_t time, uint32_t cpu = 0) {
+  SampleId s;
+  s.has_tid = s.has_time = s.has_cpu = true;
+  s.pid = s.tid = pid;
+  s.time = time;
+  s.cpu = cpu;
+  return s;
+}
+
+template <typename T>
+T DecodeAs(const std::vector<uint8_t>& bytes, const SampleFormat& f = kFormat) {
+  Record r;
+  EXPECT_EQ(DecodeRecord(bytes, f, &r), DecodeStatus::kOk);
+  EXPECT_TRUE(std::holds_alternative<T>(r));
+  return std::holds_alternative<T>(r) ? std::get<T>(r) : T{};
+}
+
+// Decoded records hold views into their bytes: temporaries are parked here so
+// the views stay valid for the rest of the test program.
+template <typename T>
+T DecodeAs(std::vector<uint8_t>&& bytes, const SampleFormat& f = kFormat) {
+  static std::deque<std::vector<uint8_t>> kept;
+  kept.push_back(std::move(bytes));
+  return DecodeAs<T>(kept.back(), f);
+}
+
+DecodeStatus StatusOf(const std::vector<uint8_t>& bytes, const SampleFormat& f = kFormat) {
+  Record r;
+  return DecodeRecord(bytes, f, &r);
+}
+
+void SetSize(std::vector<uint8_t>& bytes, uint16_t size) { std::memcpy(&bytes[6], &size, 2); }
+
+MmapRecord SampleMmap(MmapFormat format) {
+  MmapRecord m;
+  m.format = format;
+  m.misc = PERF_RECORD_MISC_USER;
+  m.pid = 42;
+  m.tid = 43;
+  m.start = 0x7f0000001000;
+  m.len = 0x5000;
+  m.pgoff = 0x1000;
+  m.maj = 8;
+  m.min = 1;
+  m.ino = 123456;
+  m.ino_generation = 7;
+  m.prot = 5;
+  m.flags = 2;
+  m.filename = "/usr/lib/libfoo.so";
+  m.sample_id = Sid(42, 1000, 1);
+  return m;
+}
+
+TEST(RecordTest, DecodesPlainMmap) {
+  auto bytes = EncodeMmap(SampleMmap(MmapFormat::kMmap), kFormat);
+  perf_event_header h;
+  ASSERT_TRUE(ReadHeader(bytes, &h));
+  EXPECT_EQ(h.type, PERF_RECORD_MMAP);
+  MmapRecord m = DecodeAs<MmapRecord>(bytes);
+  EXPECT_EQ(m.format, MmapFormat::kMmap);
+  EXPECT_EQ(m.start, 0x7f0000001000u);
+  EXPECT_EQ(m.len, 0x5000u);
+  EXPECT_EQ(m.pgoff, 0x1000u);
+  EXPECT_EQ(m.filename, "/usr/lib/libfoo.so");
+  EXPECT_FALSE(m.has_inode);
+  EXPECT_TRUE(m.build_id.empty());
+  EXPECT_EQ(m.sample_id.time, 1000u);
+  EXPECT_EQ(m.sample_id.cpu, 1u);
+}
+
+TEST(RecordTest, DecodesMmap2WithInode) {
+  MmapRecord m = DecodeAs<MmapRecord>(EncodeMmap(SampleMmap(MmapFormat::kMmap2), kFormat));
+  EXPECT_EQ(m.format, MmapFormat::kMmap2);
+  EXPECT_TRUE(m.has_inode);
+  EXPECT_EQ(m.maj, 8u);
+  EXPECT_EQ(m.min, 1u);
+  EXPECT_EQ(m.ino, 123456u);
+  EXPECT_EQ(m.ino_generation, 7u);
+  EXPECT_EQ(m.prot, 5u);
+  EXPECT_EQ(m.flags, 2u);
+  EXPECT_TRUE(m.build_id.empty());
+  EXPECT_EQ(m.pid, 42u);
+  EXPECT_EQ(m.tid, 43u);
+}
+
+TEST(RecordTest, DecodesMmap2BuildIdVariantByMiscBit) {
+  MmapRecord in = SampleMmap(MmapFormat::kMmap2BuildId);
+  uint8_t id[16];
+  for (int i = 0; i < 16; ++i) id[i] = static_cast<uint8_t>(0xa0 + i);
+  in.build_id = BuildId(id, 16);
+  auto bytes = EncodeMmap(in, kFormat);
+  perf_event_header h;
+  ASSERT_TRUE(ReadHeader(bytes, &h));
+  EXPECT_TRUE(h.misc & PERF_RECORD_MISC_MMAP_BUILD_ID);
+  // Same size as the inode variant: the union changes meaning, not length.
+  EXPECT_EQ(bytes.size(), EncodeMmap(SampleMmap(MmapFormat::kMmap2), kFormat).size());
+  MmapRecord m = DecodeAs<MmapRecord>(bytes);
+  EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
+  EXPECT_FALSE(m.has_inode);
+  EXPECT_EQ(m.build_id, BuildId(id, 16));
+  EXPECT_EQ(m.prot, 5u);
+  EXPECT_EQ(m.filename, "/usr/lib/libfoo.so");
+}
+
+TEST(RecordTest, Mmap2BuildIdSizeOver20IsMalformed) {
+  MmapRecord in = SampleMmap(MmapFormat::kMmap2BuildId);
+  auto bytes = EncodeMmap(in, kFormat);
+  bytes[sizeof(perf_event_header) + 32] = 21;  // build_id_size
+  EXPECT_EQ(StatusOf(bytes), DecodeStatus::kMalformed);
+}
+
+// Builds an MMAP3 record straight from the uapi struct, independent of our
+// encoder, so the decoder is checked against the ABI definition.
+std::vector<uint8_t> RawMmap3(uint8_t status, uint8_t size, const char* filename,
+                              const SampleFormat& f) {
+  perf_mmap3_record rec{};
+  rec.header.type = PERF_MMAP3_RECORD_TYPE;
+  rec.header.misc = PERF_RECORD_MISC_USER;
+  rec.pid = 7;
+  rec.tid = 8;
+  rec.addr = 0x400000;
+  rec.len = 0x2000;
+  rec.pgoff = 0;
+  rec.maj = 253;
+  rec.min = 3;
+  rec.ino = 99;
+  rec.ino_generation = 5;
+  rec.prot = 5;
+  rec.flags = 2;
+  rec.build_id_size = size;
+  rec.build_id_status = status;
+  for (int i = 0; i < size && i < PERF_MMAP3_BUILD_ID_MAX; ++i) rec.build_id[i] = static_cast<uint8_t>(i + 1);
+  std::vector<uint8_t> out;
+  out.reserve(256);
+  const auto* raw = reinterpret_cast<const uint8_t*>(&rec);
+  out.insert(out.end(), raw, raw + sizeof(rec));
+  size_t name_len = std::strlen(filename) + 1;
+  out.insert(out.end(), filename, filename + name_len);
+  while (out.size() % 8) out.push_back(0);
+  // sample_id: TID, TIME, CPU
+  uint32_t pid = 7, tid = 8, cpu = 1, res = 0;
+  uint64_t time = 5555;
+  auto put = [&](const void* p, size_t n) {
+    out.insert(out.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  if (f.sample_id_all) {
+    put(&pid, 4);
+    put(&tid, 4);
+    put(&time, 8);
+    put(&cpu, 4);
+    put(&res, 4);
+  }
+  SetSize(out, static_cast<uint16_t>(out.size()));
+  return out;
+}
+
+TEST(RecordTest, DecodesMmap3FromUapiLayout) {
+  const SampleFormat f{kTypeNoCallchain, 0, true};
+  MmapRecord m = DecodeAs<MmapRecord>(RawMmap3(PERF_MMAP3_BUILD_ID_FOUND, 20, "/bin/x", f), f);
+  EXPECT_EQ(m.format, MmapFormat::kMmap3);
+  EXPECT_TRUE(m.has_inode);  // MMAP3 keeps the inode identity alongside the build-id
+  EXPECT_EQ(m.maj, 253u);
+  EXPECT_EQ(m.min, 3u);
+  EXPECT_EQ(m.ino, 99u);
+  EXPECT_EQ(m.ino_generation, 5u);
+  EXPECT_EQ(m.prot, 5u);
+  EXPECT_EQ(m.flags, 2u);
+  EXPECT_EQ(m.start, 0x400000u);
+  EXPECT_EQ(m.len, 0x2000u);
+  ASSERT_EQ(m.build_id.size(), 20u);
+  EXPECT_EQ(m.build_id.data()[0], 1);
+  EXPECT_EQ(m.build_id.data()[19], 20);
+  EXPECT_EQ(m.build_id_status, PERF_MMAP3_BUILD_ID_FOUND);
+  EXPECT_EQ(m.filename, "/bin/x");
+  EXPECT_EQ(m.sample_id.time, 5555u);
+  EXPECT_EQ(RecordTime(RawMmap3(0, 20, "/bin/x", f), f), 5555u);
+}
+
+TEST(RecordTest, DecodesMmap3ShortBuildIdAndStatuses) {
+  const SampleFormat f{kTypeNoCallchain, 0, true};
+  MmapRecord md5 = DecodeAs<MmapRecord>(RawMmap3(PERF_MMAP3_BUILD_ID_FOUND, 16, "/a", f), f);
+  EXPECT_EQ(md5.build_id.size(), 16u);
+  MmapRecord none = DecodeAs<MmapRecord>(RawMmap3(PERF_MMAP3_BUILD_ID_NO_NOTE, 0, "/a", f), f);
+  EXPECT_TRUE(none.build_id.empty());
+  EXPECT_EQ(none.build_id_status, PERF_MMAP3_BUILD_ID_NO_NOTE);
+}
+
+TEST(RecordTest, RejectsInconsistentMmap3) {
+  const SampleFormat f{kTypeNoCallchain, 0, true};
+  EXPECT_EQ(StatusOf(RawMmap3(PERF_MMAP3_BUILD_ID_FOUND, 0, "/a", f), f), DecodeStatus::kMalformed);
+  EXPECT_EQ(StatusOf(RawMmap3(PERF_MMAP3_BUILD_ID_FOUND, 21, "/a", f), f), DecodeStatus::kMalformed);
+  EXPECT_EQ(StatusOf(RawMmap3(PERF_MMAP3_BUILD_ID_IO_ERROR, 20, "/a", f), f),
+            DecodeStatus::kMalformed);
+}
+
+TEST(RecordTest, Mmap3EncoderMatchesUapiLayout) {
+  const SampleFormat f{kTypeNoCallchain, 0, true};
+  std::vector<uint8_t> raw = RawMmap3(PERF_MMAP3_BUILD_ID_FOUND, 20, "/bin/x", f);
+  MmapRecord m = DecodeAs<MmapRecord>(raw, f);
+  m.sample_id = Sid(7, 5555, 1);
+  m.sample_id.tid = 8;
+  EXPECT_EQ(EncodeMmap(m, f), raw);
+}
+
+TEST(RecordTest, DecodesCommWithExecBit) {
+  CommRecord c;
+  c.pid = 10;
+  c.tid = 11;
+  c.comm = "worker";
+  c.exec = true;
+  c.sample_id = Sid(10, 77);
+  CommRecord d = DecodeAs<CommRecord>(EncodeComm(c, kFormat));
+  EXPECT_EQ(d.pid, 10u);
+  EXPECT_EQ(d.tid, 11u);
+  EXPECT_EQ(d.comm, "worker");
+  EXPECT_TRUE(d.exec);
+  EXPECT_EQ(d.sample_id.time, 77u);
+  c.exec = false;
+  EXPECT_FALSE(DecodeAs<CommRecord>(EncodeComm(c, kFormat)).exec);
+}
+
+TEST(RecordTest, DecodesForkAndExit) {
+  TaskRecord t;
+  t.pid = 20;
+  t.ppid = 10;
+  t.tid = 21;
+  t.ptid = 11;
+  t.time = 999;
+  t.sample_id = Sid(20, 999);
+  TaskRecord fork = DecodeAs<TaskRecord>(EncodeTask(t, kFormat));
+  EXPECT_FALSE(fork.exit);
+  EXPECT_EQ(fork.pid, 20u);
+  EXPECT_EQ(fork.ppid, 10u);
+  EXPECT_EQ(fork.tid, 21u);
+  EXPECT_EQ(fork.ptid, 11u);
+  EXPECT_EQ(fork.time, 999u);
+  t.exit = true;
+  EXPECT_TRUE(DecodeAs<TaskRecord>(EncodeTask(t, kFormat)).exit);
+}
+
+TEST(RecordTest, DecodesLostAndLostSamples) {
+  LostRecord l;
+  l.id = 5;
+  l.lost = 1234;
+  l.sample_id = Sid(0, 1);
+  LostRecord d = DecodeAs<LostRecord>(EncodeLost(l, kFormat));
+  EXPECT_FALSE(d.samples);
+  EXPECT_EQ(d.id, 5u);
+  EXPECT_EQ(d.lost, 1234u);
+  l.samples = true;
+  LostRecord s = DecodeAs<LostRecord>(EncodeLost(l, kFormat));
+  EXPECT_TRUE(s.samples);
+  EXPECT_EQ(s.lost, 1234u);
+}
+
+TEST(RecordTest, DecodesSampleWithCallchain) {
+  SampleRecord s;
+  s.misc = PERF_RECORD_MISC_USER;
+  s.ip = 0x401234;
+  s.pid = 3;
+  s.tid = 4;
+  s.time = 5;
+  s.cpu = 1;
+  s.period = 250000;
+  std::vector<uint64_t> chain = {static_cast<uint64_t>(PERF_CONTEXT_USER), 0x401234, 0x401000};
+  auto bytes = EncodeSample(s, chain, kFormat);
+  SampleRecord d = DecodeAs<SampleRecord>(bytes);
+  EXPECT_EQ(d.ip, 0x401234u);
+  EXPECT_EQ(d.pid, 3u);
+  EXPECT_EQ(d.tid, 4u);
+  EXPECT_EQ(d.time, 5u);
+  EXPECT_EQ(d.cpu, 1u);
+  EXPECT_EQ(d.period, 250000u);
+  ASSERT_EQ(d.callchain.size(), 3u);
+  EXPECT_EQ(d.callchain[0], static_cast<uint64_t>(PERF_CONTEXT_USER));
+  EXPECT_EQ(d.callchain[2], 0x401000u);
+  EXPECT_EQ(RecordTime(bytes, kFormat), 5u);
+}
+
+TEST(RecordTest, DecodesSampleWithIdentifierAndRead) {
+  const SampleFormat f{PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
+                           PERF_SAMPLE_TIME | PERF_SAMPLE_READ | PERF_SAMPLE_CALLCHAIN,
+                       PERF_FORMAT_ID, true};
+  // Hand-built: identifier, ip, pid/tid, time, read{value,id}, nr, ips.
+  std::vector<uint64_t> words = {0, 77, 0x1000, (uint64_t{9} << 32) | 8, 1234, 100, 77, 1, 0x1000};
+  std::vector<uint8_t> bytes(words.size() * 8);
+  std::memcpy(bytes.data(), words.data(), bytes.size());
+  perf_event_header h{PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER,
+                      static_cast<uint16_t>(bytes.size())};
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  SampleRecord d = DecodeAs<SampleRecord>(bytes, f);
+  EXPECT_EQ(d.id, 77u);
+  EXPECT_EQ(d.ip, 0x1000u);
+  EXPECT_EQ(d.pid, 8u);
+  EXPECT_EQ(d.tid, 9u);
+  EXPECT_EQ(d.time, 1234u);
+  ASSERT_EQ(d.callchain.size(), 1u);
+  EXPECT_EQ(d.callchain[0], 0x1000u);
+  EXPECT_EQ(RecordTime(bytes, f), 1234u);
+}
+
+TEST(RecordTest, EveryTruncationIsRejected) {
+  SampleRecord s;
+  s.ip = 1;
+  std::vector<uint64_t> chain = {1, 2, 3};
+  CommRecord c;
+  c.comm = "x";
+  TaskRecord t;
+  LostRecord l;
+  std::vector<std::vector<uint8_t>> records = {
+      EncodeMmap(SampleMmap(MmapFormat::kMmap), kFormat),
+      EncodeMmap(SampleMmap(MmapFormat::kMmap2), kFormat),
+      EncodeMmap(SampleMmap(MmapFormat::kMmap2BuildId), kFormat),
+      EncodeMmap(SampleMmap(MmapFormat::kMmap3), kFormat),
+      EncodeComm(c, kFormat),
+      EncodeTask(t, kFormat),
+      EncodeLost(l, kFormat),
+      EncodeSample(s, chain, kFormat),
+  };
+  for (const auto& full : records) {
+    ASSERT_EQ(StatusOf(full), DecodeStatus::kOk);
+    for (size_t cut = 0; cut < full.size(); cut += 4) {
+      // The span ends early but the header still claims the full size.
+      std::vector<uint8_t> partial(full.begin(), full.begin() + cut);
+      EXPECT_NE(StatusOf(partial), DecodeStatus::kOk) << "cut at " << cut;
+      // The header agrees with the short span: fields run past the end.
+      if (cut >= sizeof(perf_event_header)) {
+        SetSize(partial, static_cast<uint16_t>(cut));
+        EXPECT_NE(StatusOf(partial), DecodeStatus::kOk) << "consistent cut at " << cut;
+      }
+    }
+  }
+}
+
+TEST(RecordTest, OversizedAndUndersizedHeadersAreRejected) {
+  auto bytes = EncodeMmap(SampleMmap(MmapFormat::kMmap2), kFormat);
+  auto bigger = bytes;
+  bigger.resize(bytes.size() + 8, 0);  // span larger than header.size
+  EXPECT_EQ(StatusOf(bigger), DecodeStatus::kBadSize);
+  auto tiny = bytes;
+  SetSize(tiny, 4);  // smaller than a header
+  EXPECT_EQ(StatusOf(tiny), DecodeStatus::kBadSize);
+  auto claims_more = bytes;
+  SetSize(claims_more, static_cast<uint16_t>(bytes.size() + 64));
+  EXPECT_EQ(StatusOf(claims_more), DecodeStatus::kTruncated);
+}
+
+TEST(RecordTest, UnterminatedFilenameIsMalformed) {
+  const SampleFormat no_trailer{kTypeNoCallchain, 0, false};
+  auto bytes = EncodeMmap(SampleMmap(MmapFormat::kMmap2), no_trailer);
+  // Overwrite the filename and its padding with non-NUL bytes.
+  for (size_t i = sizeof(perf_event_header) + 64; i < bytes.size(); ++i) bytes[i] = 'A';
+  EXPECT_EQ(StatusOf(bytes, no_trailer), DecodeStatus::kMalformed);
+}
+
+TEST(RecordTest, CallchainLongerThanRecordIsTruncated) {
+  SampleRecord s;
+  std::vector<uint64_t> chain = {1, 2};
+  auto bytes = EncodeSample(s, chain, kFormat);
+  uint64_t nr = 1000;
+  // nr sits right after ip, pid/tid, time, cpu, period.
+  std::memcpy(bytes.data() + sizeof(perf_event_header) + 40, &nr, 8);
+  EXPECT_EQ(StatusOf(bytes), DecodeStatus::kTruncated);
+}
+
+TEST(RecordTest, UnknownTypesAreIgnoredNotErrors) {
+  std::vector<uint8_t> bytes(16, 0);
+  perf_event_header h{PERF_RECORD_THROTTLE, 0, 16};
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  EXPECT_EQ(StatusOf(bytes), DecodeStatus::kIgnored);
+  EXPECT_EQ(StatusOf(EncodeFinishedRound()), DecodeStatus::kIgnored);
+  EXPECT_FALSE(RecordTime(EncodeFinishedRound(), kFormat).has_value());
+}
+
+TEST(RecordTest, SampleIdSizeFollowsSampleType) {
+  EXPECT_EQ(SampleIdSize(kFormat), 24u);  // TID, TIME, CPU
+  EXPECT_EQ(SampleIdSize({kTypeNoCallchain | PERF_SAMPLE_IDENTIFIER, 0, true}), 32u);
+  EXPECT_EQ(SampleIdSize({kTypeNoCallchain, 0, false}), 0u);
+}
+
+}  // namespace
+}  // namespace mmap3
+
+namespace mmap3 {
+namespace {
+
+TEST(WithBuildIdTest, Mmap2InodeRecordBecomesTheBuildIdVariant) {
+  auto in = EncodeMmap(SampleMmap(MmapFormat::kMmap2), kFormat);
+  BuildId id = *BuildId::FromHex("abcdefabcdefabcdefabcdefabcdefabcdefabcd");
+  auto out = WithBuildId(DecodeAs<MmapRecord>(in), id, kFormat);
+  EXPECT_EQ(out.size(), in.size());
+  MmapRecord m = DecodeAs<MmapRecord>(out);
+  EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
+  EXPECT_EQ(m.build_id, id);
+  EXPECT_EQ(m.start, 0x7f0000001000u);
+  EXPECT_EQ(m.filename, "/usr/lib/libfoo.so");
+  EXPECT_EQ(m.sample_id.time, 1000u);  // the trailer survives: ordering unchanged
+}
+
+TEST(WithBuildIdTest, Mmap3WithoutIdGetsItWithStatusFound) {
+  const SampleFormat f{kTypeNoCallchain, 0, true};
+  auto in = RawMmap3(PERF_MMAP3_BUILD_ID_UNAVAILABLE, 0, "/bin/x", f);
+  BuildId id = *BuildId::FromHex("00112233445566778899aabbccddeeff");
+  MmapRecord m = DecodeAs<MmapRecord>(WithBuildId(DecodeAs<MmapRecord>(in, f), id, f), f);
+  EXPECT_EQ(m.format, MmapFormat::kMmap3);
+  EXPECT_EQ(m.build_id, id);
+  EXPECT_EQ(m.build_id_status, PERF_MMAP3_BUILD_ID_FOUND);
+  EXPECT_EQ(m.ino, 99u);  // the inode identity is kept
+}
+
+}  // namespace
+}  // namespace mmap3
+
+namespace mmap3 {
+namespace {
+
+TEST(RecordTest, ZeroedMmap3NeverClaimsABuildId) {
+  // The ABI makes status 0 "unavailable", so a zero-filled record (or one
+  // from a kernel that never set the field) cannot pass for FOUND.
+  const SampleFormat f{kTypeNoCallchain, 0, true};
+  MmapRecord m = DecodeAs<MmapRecord>(RawMmap3(0, 0, "/z", f), f);
+  EXPECT_TRUE(m.build_id.empty());
+  EXPECT_EQ(m.build_id_status, PERF_MMAP3_BUILD_ID_UNAVAILABLE);
+  EXPECT_EQ(StatusOf(RawMmap3(0, 20, "/z", f), f), DecodeStatus::kMalformed);
+}
+
+TEST(RecordTest, Mmap3StatusNewerThanThisHeaderIsKeptWithoutId) {
+  const SampleFormat f{kTypeNoCallchain, 0, true};
+  MmapRecord m = DecodeAs<MmapRecord>(RawMmap3(PERF_MMAP3_BUILD_ID_STATUS_MAX + 1, 0, "/n", f), f);
+  EXPECT_TRUE(m.build_id.empty());
+  EXPECT_EQ(m.build_id_status, PERF_MMAP3_BUILD_ID_STATUS_MAX + 1);
+}
+
+}  // namespace
+}  // namespace mmap3

@@ -1,0 +1,87 @@
+#include "report.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace mmap3 {
+namespace {
+
+ReportModel Model() {
+  ReportModel m;
+  m.mode = "mmap2-build-id";
+  m.samples = 4;
+  m.lost_records = 2;
+  m.event_lost = 2;
+  m.mappings_by_source[static_cast<int>(BuildIdSource::kMmap2)] = 1;
+  m.mappings_by_source[static_cast<int>(BuildIdSource::kMapFiles)] = 1;
+  ReportRow a;
+  a.samples = 3;
+  a.percent = 75;
+  a.comm = "app";
+  a.path = "/usr/lib/libfoo.so.1";
+  a.build_id = *BuildId::FromHex("0123456789abcdef0123456789abcdef01234567");
+  a.symbol = "foo_work";
+  a.source = BuildIdSource::kMmap2;
+  ReportRow b;
+  b.samples = 1;
+  b.percent = 25;
+  b.comm = "app";
+  b.path = "/bin/app";
+  b.symbol = "[unknown]+0x10";
+  m.rows = {a, b};
+  m.mappings.push_back({12, 0x1000, 0x2000, 0, "/usr/lib/libfoo.so.1", a.build_id,
+                        BuildIdSource::kMapFiles});
+  m.stacks.push_back({"app;main;foo_work", 3});
+  return m;
+}
+
+TEST(ReportTest, TextTableShowsShortBuildIdsInOrder) {
+  std::ostringstream out;
+  WriteTextReport(Model(), out);
+  std::string s = out.str();
+  EXPECT_NE(s.find("mode: mmap2-build-id"), std::string::npos);
+  EXPECT_NE(s.find("libfoo.so.1 (0123456789ab)"), std::string::npos);
+  EXPECT_NE(s.find("app (no build-id)"), std::string::npos);
+  EXPECT_NE(s.find("75.00%"), std::string::npos);
+  EXPECT_LT(s.find("foo_work"), s.find("[unknown]+0x10"));
+  EXPECT_NE(s.find("map_files=1"), std::string::npos);
+}
+
+TEST(ReportTest, JsonFollowsTheDocumentedSchema) {
+  std::ostringstream out;
+  WriteJsonReport(Model(), out);
+  auto j = nlohmann::json::parse(out.str());
+  EXPECT_EQ(j["schema"], "mmap3-reader-report/1");
+  EXPECT_EQ(j["capture"]["mode"], "mmap2-build-id");
+  EXPECT_EQ(j["capture"]["samples"], 4);
+  EXPECT_EQ(j["capture"]["lost_records"], 2);
+  EXPECT_EQ(j["capture"]["event_lost"], 2);
+  EXPECT_EQ(j["capture"]["mappings_by_source"]["map_files"], 1);
+  EXPECT_EQ(j["capture"]["mappings"][0]["start"], "0x1000");
+  EXPECT_EQ(j["capture"]["mappings"][0]["source"], "map_files");
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["build_id"], "0123456789abcdef0123456789abcdef01234567");  // full
+  EXPECT_EQ(j["rows"][0]["path"], "/usr/lib/libfoo.so.1");
+  EXPECT_EQ(j["rows"][0]["symbol"], "foo_work");
+  EXPECT_EQ(j["rows"][0]["samples"], 3);
+  EXPECT_EQ(j["rows"][1]["build_id"], "");
+}
+
+TEST(ReportTest, JsonSurvivesNonUtf8Paths) {
+  ReportModel m = Model();
+  m.rows[0].path = "/tmp/\xff\xfe.so";
+  std::ostringstream out;
+  WriteJsonReport(m, out);
+  EXPECT_NO_THROW(nlohmann::json::parse(out.str()));
+}
+
+TEST(ReportTest, FoldedIsOneLinePerStack) {
+  std::ostringstream out;
+  WriteFoldedReport(Model(), out);
+  EXPECT_EQ(out.str(), "app;main;foo_work 3\n");
+}
+
+}  // namespace
+}  // namespace mmap3

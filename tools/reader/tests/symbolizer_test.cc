@@ -1,0 +1,223 @@
+#include "symbolizer.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "build_id_cache.h"
+#include "fixtures.h"
+
+namespace mmap3 {
+namespace {
+
+using testing::Id;
+using testing::kIdV1;
+using testing::kIdV2;
+using testing::TempDir;
+
+MappedObject Object(const std::string& path, const char* id_hex) {
+  MappedObject o;
+  o.path = path;
+  if (id_hex != nullptr) o.build_id = Id(id_hex);
+  return o;
+}
+
+SymbolSearch PathsOnly() {
+  SymbolSearch s;
+  s.debug_dir = "";
+  return s;
+}
+
+class SymbolizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lib_ = dir_.File("libdemo.so");
+    v1_ = dir_.File("v1.so");
+    v2_ = dir_.File("v2.so");
+    ASSERT_TRUE(testing::BuildSharedLibrary(v1_, "common_fn only_in_v1", kIdV1));
+    ASSERT_TRUE(testing::BuildSharedLibrary(v2_, "common_fn only_in_v2", kIdV2));
+  }
+  TempDir dir_;
+  std::string lib_, v1_, v2_;
+};
+
+TEST_F(SymbolizerTest, UsesTheRecordedPathWhenItsBuildIdMatches) {
+  std::filesystem::copy_file(v1_, lib_);
+  DsoStore store(PathsOnly());
+  Symbolizer sym(store);
+  MappedObject o = Object(lib_, kIdV1);
+  EXPECT_EQ(sym.Symbolize(o, testing::FunctionFileOffset(v1_, "only_in_v1")), "only_in_v1");
+}
+
+TEST_F(SymbolizerTest, RefusesAFileWithAnotherBuildId) {
+  // The recorded mapping was v1; the path now holds v2.
+  std::filesystem::copy_file(v2_, lib_);
+  DsoStore store(PathsOnly());
+  Symbolizer sym(store);
+  MappedObject o = Object(lib_, kIdV1);
+  uint64_t off = testing::FunctionFileOffset(v1_, "only_in_v1");
+  EXPECT_EQ(sym.Symbolize(o, off), fmt::format("[unknown 111111111111]+{:#x}", off));
+  Dso& dso = store.Get(Id(kIdV1), lib_);
+  EXPECT_EQ(dso.symbols, nullptr);
+  ASSERT_EQ(dso.refused.size(), 1u);
+  EXPECT_EQ(dso.refused[0], lib_);
+}
+
+TEST_F(SymbolizerTest, FindsReplacedVersionInTheBuildIdCache) {
+  TempDir cache;
+  int fd = open(v1_.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  BuildIdCache::Stats stats;
+  ASSERT_TRUE(BuildIdCache::Insert(cache.path(), Id(kIdV1), lib_, fd, &stats).ok());
+  close(fd);
+  std::filesystem::copy_file(v2_, lib_);  // replaced after the copy was taken
+  SymbolSearch search = PathsOnly();
+  search.cache_dir = cache.path();
+  DsoStore store(search);
+  Symbolizer sym(store);
+  MappedObject o1 = Object(lib_, kIdV1), o2 = Object(lib_, kIdV2);
+  EXPECT_EQ(sym.Symbolize(o1, testing::FunctionFileOffset(v1_, "only_in_v1")), "only_in_v1");
+  EXPECT_EQ(sym.Symbolize(o2, testing::FunctionFileOffset(v2_, "only_in_v2")), "only_in_v2");
+  EXPECT_EQ(store.Get(Id(kIdV1), "").symbol_file, BuildIdCache::LinkPath(cache.path(), Id(kIdV1)) + "/elf");
+}
+
+TEST_F(SymbolizerTest, FindsDebugFilesByBuildId) {
+  TempDir debug;
+  std::string hex = kIdV1;
+  std::filesystem::create_directories(debug.File(".build-id/" + hex.substr(0, 2)));
+  std::filesystem::copy_file(v1_, debug.File(".build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug"));
+  SymbolSearch search = PathsOnly();
+  search.debug_dir = debug.path();
+  search.use_recorded_paths = false;
+  DsoStore store(search);
+  Symbolizer sym(store);
+  MappedObject o = Object("/nonexistent/libdemo.so", kIdV1);
+  EXPECT_EQ(sym.Symbolize(o, testing::FunctionFileOffset(v1_, "common_fn")), "common_fn");
+}
+
+TEST_F(SymbolizerTest, NoBuildIdMeansNoSymbols) {
+  std::filesystem::copy_file(v1_, lib_);
+  DsoStore store(PathsOnly());
+  Symbolizer sym(store);
+  MappedObject o = Object(lib_, nullptr);
+  EXPECT_EQ(sym.Symbolize(o, 0x1234), "[unknown]+0x1234");
+}
+
+TEST_F(SymbolizerTest, LoadsEachDsoOnce) {
+  std::filesystem::copy_file(v1_, lib_);
+  DsoStore store(PathsOnly());
+  Symbolizer sym(store);
+  MappedObject a = Object(lib_, kIdV1), b = Object(lib_ + "-alias", kIdV1);
+  for (uint64_t off = 0; off < 0x2000; off += 16) {
+    (void)sym.Symbolize(a, off);
+    (void)sym.Symbolize(b, off);
+  }
+  EXPECT_EQ(store.loads(), 1u);
+  EXPECT_EQ(store.size(), 1u);
+}
+
+TEST(KernelSymbolsTest, UsedOnlyForTheMatchingKernel) {
+  TempDir dir;
+  // A notes file as /sys/kernel/notes exposes it: one GNU build-id note.
+  std::string notes;
+  auto put32 = [&](uint32_t v) { notes.append(reinterpret_cast<const char*>(&v), 4); };
+  put32(4);
+  put32(20);
+  put32(3);
+  notes.append("GNU\0", 4);
+  BuildId kid = Id(kIdV2);
+  notes.append(reinterpret_cast<const char*>(kid.data()), 20);
+  testing::WriteFile(dir.File("notes"), notes);
+  testing::WriteFile(dir.File("kallsyms"),
+                     "ffffffff81000000 T _text\n"
+                     "ffffffff81000100 T do_work\n"
+                     "ffffffff81000200 t helper\n"
+                     "ffffffff81000300 D some_data\n");
+  EXPECT_EQ(ReadKernelBuildId(dir.File("notes")), kid);
+  SymbolSearch search;
+  search.kernel_notes = dir.File("notes");
+  search.kallsyms = dir.File("kallsyms");
+  DsoStore store(search);
+  Symbolizer sym(store);
+  MappedObject k;
+  k.kernel = true;
+  k.path = "[kernel.kallsyms]";
+  k.build_id = kid;
+  EXPECT_EQ(sym.Symbolize(k, 0xffffffff81000150), "do_work");
+  EXPECT_EQ(sym.Symbolize(k, 0xffffffff81000210), "helper");
+  MappedObject other = k;
+  other.build_id = Id(kIdV1);  // captured on another kernel
+  EXPECT_EQ(sym.Symbolize(other, 0xffffffff81000150), "[unknown 111111111111]+0xffffffff81000150");
+}
+
+TEST(KernelSymbolsTest, HiddenAddressesGiveNoTable) {
+  TempDir dir;
+  testing::WriteFile(dir.File("kallsyms"), "0000000000000000 T _text\n0000000000000000 T x\n");
+  EXPECT_TRUE(ReadKallsyms(dir.File("kallsyms")).empty());
+}
+
+}  // namespace
+}  // namespace mmap3
+
+namespace mmap3 {
+namespace {
+
+TEST_F(SymbolizerTest, DebugFileGivesSymbolsImageGivesLayout) {
+  // A static function exists only in .symtab; the image at the path is
+  // stripped, the separate debug file has the symbols but zeroed p_offset.
+  ASSERT_TRUE(testing::CompileC(
+      "static __attribute__((noinline)) int hidden_static(int x) { return x * 5 + 3; }\n"
+      "int visible(int x) { return hidden_static(x) + 1; }\n",
+      dir_.File("full.so"),
+      "-shared -fPIC -Wl,--build-id=0x" + std::string(testing::kIdV3)));
+  uint64_t off = testing::FunctionFileOffset(dir_.File("full.so"), "hidden_static");
+  TempDir debug;
+  std::string hex = testing::kIdV3;
+  std::string debug_file = debug.File(".build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug");
+  std::filesystem::create_directories(debug.File(".build-id/" + hex.substr(0, 2)));
+  ASSERT_EQ(std::system(("objcopy --only-keep-debug '" + dir_.File("full.so") + "' '" + debug_file + "'").c_str()), 0);
+  std::filesystem::copy_file(dir_.File("full.so"), lib_);
+  ASSERT_EQ(std::system(("strip --strip-all '" + lib_ + "'").c_str()), 0);
+
+  SymbolSearch search = PathsOnly();
+  search.debug_dir = debug.path();
+  {
+    DsoStore store(search);
+    Symbolizer sym(store);
+    MappedObject o = Object(lib_, testing::kIdV3);
+    EXPECT_EQ(sym.Symbolize(o, off), "hidden_static");
+    EXPECT_EQ(store.Get(o.build_id, "").symbol_file, debug_file);
+  }
+  {
+    // Debug file alone: no trustworthy layout, so no symbol rather than a
+    // wrong one.
+    search.use_recorded_paths = false;
+    DsoStore store(search);
+    Symbolizer sym(store);
+    MappedObject o = Object(lib_, testing::kIdV3);
+    EXPECT_EQ(sym.Symbolize(o, off).rfind("[unknown 333333333333]", 0), 0u);
+  }
+}
+
+TEST(SymbolizerDemangleTest, CxxNamesAreDemangled) {
+  TempDir dir;
+  const std::string lib = dir.File("libcxx.so");
+  ASSERT_TRUE(testing::CompileC("namespace ns { int Work(int x) { return x * 9; } }\n", lib,
+                                "-x c++ -shared -fPIC -Wl,--build-id=0x" + std::string(testing::kIdV1)));
+  uint64_t off = testing::FunctionFileOffset(lib, "_ZN2ns4WorkEi");
+  SymbolSearch s;
+  s.debug_dir = "";
+  DsoStore store(s);
+  Symbolizer sym(store);
+  MappedObject o;
+  o.path = lib;
+  o.build_id = testing::Id(testing::kIdV1);
+  EXPECT_EQ(sym.Symbolize(o, off), "ns::Work(int)");
+}
+
+}  // namespace
+}  // namespace mmap3
