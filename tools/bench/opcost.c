@@ -3,7 +3,7 @@
  * mmap3-opcost: the cost per operation of mapping files, under each kind of
  * perf event that reports mappings.
  *
- *   mmap3-opcost [--rounds N] [--batch-ms MS] --dso FILE DIR
+ *   mmap3-opcost [--rounds N] [--batch-ms MS] [--raw] --dso FILE DIR
  *
  * DIR is a writable directory (the guest's tmpfs) for the fixtures; FILE a
  * shared object to dlopen (copied into DIR).  Modes: no event, MMAP2,
@@ -18,6 +18,9 @@
  * Each timed batch repeats its operation until at least --batch-ms have
  * passed: the test guest's only clocksource is jiffies (TSC calibration
  * fails under TCG), so a batch must be long against a 4ms tick.
+ *
+ * --raw prints "operation<TAB>mode<TAB>ns" lines instead of the table, for
+ * scripts/bench/kernel to combine runs on several boots.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -130,9 +133,10 @@ int main(int argc, char **argv)
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "batch-ms", required_argument, NULL, 'b' },
 		{ "dso", required_argument, NULL, 'd' },
+		{ "raw", no_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int rounds = 8, batch_ms = 300, c, round, mode, op, nr_modes;
+	int rounds = 8, batch_ms = 300, raw = 0, c, round, mode, op, nr_modes;
 	double *samples[NR_MODES][NR_OPS], median[NR_MODES][NR_OPS];
 	struct elf_spec lib = { .id_len = 20, .id_seed = 1, .size = 16384 };
 	struct elf_spec exe = { .id_len = 20, .id_seed = 2, .executable = true };
@@ -146,6 +150,8 @@ int main(int argc, char **argv)
 			batch_ms = atoi(optarg);
 		else if (c == 'd')
 			dso = optarg;
+		else if (c == 'R')
+			raw = 1;
 		else
 			goto usage;
 	}
@@ -217,6 +223,14 @@ int main(int argc, char **argv)
 			median[mode][op] = samples[mode][op][rounds / 2];
 		}
 
+	if (raw) {
+		for (op = 0; op < NR_OPS; op++)
+			for (mode = 0; mode < nr_modes; mode++)
+				printf("%s\t%s\t%.0f\n", op_names[op], mode_names[mode],
+				       median[mode][op]);
+		return 0;
+	}
+
 	printf("| operation | ");
 	for (mode = 0; mode < nr_modes; mode++)
 		printf("%s ns/op | ", mode_names[mode]);
@@ -241,6 +255,6 @@ int main(int argc, char **argv)
 	return 0;
 
 usage:
-	fprintf(stderr, "usage: mmap3-opcost [--rounds N] [--batch-ms MS] --dso FILE DIR\n");
+	fprintf(stderr, "usage: mmap3-opcost [--rounds N] [--batch-ms MS] [--raw] --dso FILE DIR\n");
 	return 2;
 }
