@@ -5,8 +5,14 @@
 #                         (build/reader-asan); fails if either fails
 #   make reader-e2e-host  record a test program on this kernel (MMAP2 +
 #                         build-id mode), report it, check its symbols
-#   make reader-bench     replay throughput of synthetic records (a
-#                         measurement, not a test; the full benchmark is TODO)
+#   make reader-e2e-vm    the same end-to-end tests in the patched guest
+#                         (MMAP3 mode required), then in the stock 6.1.192
+#                         guest (MMAP2 + build-id mode), for contrast
+#   make reader-bench     replay throughput of synthetic records (a quick
+#                         measurement, not a test)
+#   make bench-reader     the benchmark table of tools/reader/README.md:
+#                         replay of a 10M-record perf.data, report time
+#                         against perf report, loss at 10 kHz on all CPUs
 #
 # READER_BIN is the built binary, for other makefiles and scripts.
 
@@ -20,7 +26,7 @@ READER_ASAN_TESTS := $(READER_ASAN_BUILD)/mmap3_reader_tests
 # The machine has two cores shared with other work.
 READER_JOBS       ?= 2
 
-.PHONY: reader reader-asan reader-test reader-e2e-host reader-bench reader-clean
+.PHONY: reader reader-asan reader-test reader-e2e-host reader-e2e-vm reader-bench bench-reader reader-clean
 
 $(READER_BUILD)/CMakeCache.txt: $(READER_SRC)/CMakeLists.txt
 	cmake -S $(READER_SRC) -B $(READER_BUILD) -DCMAKE_BUILD_TYPE=Release \
@@ -50,8 +56,28 @@ reader-e2e-host: reader
 	READER_BIN=$(READER_BIN) WORK_DIR=$(BUILD)/reader-e2e \
 		$(READER_SRC)/tests/e2e_host.sh
 
+# One boot per kernel; the guest's / is the host's, read-only, so the work
+# directory is in the guest's /tmp.  Both runs always happen; the target
+# fails if either had a failure (each ends with a GoogleTest-style summary).
+READER_E2E_VM_TIMEOUT ?= 600
+_reader_e2e_vm = $(VM_RUN) --timeout $(READER_E2E_VM_TIMEOUT) $(1) \
+	--env READER_BIN=$(READER_BIN) --env WORK_DIR=/tmp/reader-e2e \
+	--env E2E_EXPECT_MODE=$(2) --env E2E_SUITE=$(3) -- $(READER_SRC)/tests/e2e_host.sh
+
+reader-e2e-vm: _kernel_quiet := 1
+reader-e2e-vm: reader $(BZIMAGE) $(KSTOCK_BZIMAGE) $(VM_INITRAMFS)
+	@rc=0; \
+	echo "== reader e2e in the patched guest (MMAP3)"; \
+	$(call _reader_e2e_vm,--kernel $(BZIMAGE),mmap3,e2e_vm_mmap3) || rc=1; \
+	echo "== reader e2e in the stock 6.1.192 guest (MMAP2 + build-id)"; \
+	$(call _reader_e2e_vm,--stock,mmap2-build-id,e2e_vm_stock) || rc=1; \
+	exit $$rc
+
 reader-bench: reader
 	$(READER_BUILD)/mmap3_reader_bench 10000000
 
+bench-reader: deps reader
+	@READER_BIN=$(READER_BIN) BENCH_DIR=$(BUILD)/reader-bench $(READER_SRC)/tests/bench_reader.sh
+
 reader-clean:
-	rm -rf $(READER_BUILD) $(READER_ASAN_BUILD) $(BUILD)/reader-e2e
+	rm -rf $(READER_BUILD) $(READER_ASAN_BUILD) $(BUILD)/reader-e2e $(BUILD)/reader-bench

@@ -72,16 +72,38 @@ class SourceOverrides {
 
 class AddressSpace {
  public:
+  AddressSpace() = default;
+  // A copy (fork) has its own mappings; its lookup index is rebuilt.
+  AddressSpace(const AddressSpace& other) : by_start_(other.by_start_) {}
+  AddressSpace& operator=(const AddressSpace& other) {
+    by_start_ = other.by_start_;
+    index_.clear();
+    index_valid_ = false;
+    return *this;
+  }
+
   // Adds `m`, trimming or removing mappings it overlaps.  Empty ranges are
   // ignored.
   void Insert(Mapping m);
-  // The mapping containing `addr`, or nullptr.
+  // The mapping containing `addr`, or nullptr.  The pointer stays valid
+  // until the next Insert.
   const Mapping* Find(uint64_t addr) const;
   size_t size() const { return by_start_.size(); }
   std::vector<Mapping> Mappings() const;
 
  private:
+  // Find() runs once per sample and Insert() once per mapping: lookups use
+  // a sorted array of the mappings' ranges (one binary search over
+  // contiguous memory), rebuilt on the first Find() after a change.
+  struct Range {
+    uint64_t start, end;
+    const Mapping* mapping;
+  };
+  void BuildIndex() const;
+
   std::map<uint64_t, Mapping> by_start_;
+  mutable std::vector<Range> index_;
+  mutable bool index_valid_ = false;
 };
 
 }  // namespace mmap3

@@ -1,5 +1,7 @@
 #include "profile.h"
 
+#include <cstring>
+
 #include <algorithm>
 
 namespace mmap3 {
@@ -14,13 +16,6 @@ bool IsKernelMode(uint16_t misc) {
 }
 
 }  // namespace
-
-size_t Profile::FlatKeyHash::operator()(const FlatKey& k) const {
-  size_t h = std::hash<const void*>()(k.frame.object);
-  h ^= std::hash<uint64_t>()(k.frame.offset) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  h ^= std::hash<uint32_t>()(k.comm) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
-}
 
 Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
   MappedObject kernel;
@@ -45,6 +40,20 @@ std::shared_ptr<const MappedObject> Profile::InternObject(MappedObject object) {
 }
 
 void Profile::Process(Bytes record) {
+  if (record.size() >= sizeof(perf_event_header)) {
+    perf_event_header h;
+    std::memcpy(&h, record.data(), sizeof(h));
+    if (h.type == PERF_RECORD_SAMPLE) {
+      SampleRecord s;
+      DecodeStatus status = DecodeSampleRecord(record, format_, &s);
+      if (status == DecodeStatus::kOk) {
+        OnSample(s);
+      } else if (status != DecodeStatus::kIgnored) {
+        ++bad_records_;
+      }
+      return;
+    }
+  }
   Record r;
   DecodeStatus status = DecodeRecord(record, format_, &r);
   if (status == DecodeStatus::kIgnored) return;
@@ -114,7 +123,7 @@ void Profile::OnSample(const SampleRecord& s) {
   const bool kernel = IsKernelMode(s.misc);
   Frame leaf = Resolve(s.pid, s.ip, kernel);
   if (leaf.object == nullptr) ++unattributed_;
-  ++flat_[FlatKey{comm, leaf}];
+  flat_.Add(comm, leaf.object, leaf.offset);
 
   if (!options_.callchains) return;
   std::vector<std::pair<const MappedObject*, uint64_t>> frames;
@@ -161,15 +170,30 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   }
 
   // Merge locations into (comm, object, symbol) rows.
-  std::map<std::tuple<uint32_t, const MappedObject*, std::string>, uint64_t> rows;
-  for (const auto& [key, count] : flat_) {
-    std::string symbol = key.frame.object != nullptr
-                             ? symbolizer.Symbolize(*key.frame.object, key.frame.offset)
-                             : "[unknown]";
-    rows[{key.comm, key.frame.object, std::move(symbol)}] += count;
-  }
+  // Equal names are one string in the Symbolizer, so a row is keyed by the
+  // name's address.
+  struct RowKey {
+    uint32_t comm;
+    const MappedObject* object;
+    const std::string* symbol;
+    bool operator==(const RowKey&) const = default;
+  };
+  struct RowKeyHash {
+    size_t operator()(const RowKey& k) const {
+      return std::hash<const void*>()(k.object) ^ std::hash<const void*>()(k.symbol) * 31 ^ k.comm;
+    }
+  };
+  static const std::string kUnknown = "[unknown]";
+  std::unordered_map<RowKey, uint64_t, RowKeyHash> rows;
+  flat_.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t count) {
+    const std::string* symbol =
+        object != nullptr ? &symbolizer.Symbolize(*object, offset) : &kUnknown;
+    rows[RowKey{comm, object, symbol}] += count;
+  });
   for (const auto& [key, count] : rows) {
-    const auto& [comm, object, symbol] = key;
+    const uint32_t comm = key.comm;
+    const MappedObject* object = key.object;
+    const std::string& symbol = *key.symbol;
     ReportRow row;
     row.samples = count;
     row.percent = samples_ ? 100.0 * static_cast<double>(count) / static_cast<double>(samples_) : 0;

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "location_counts.h"
 #include "process_table.h"
 #include "record.h"
 #include "report.h"
@@ -48,6 +49,8 @@ class Profile {
   uint64_t lost_samples() const { return lost_samples_; }
   uint64_t bad_records() const { return bad_records_; }
   uint64_t unattributed() const { return unattributed_; }
+  // Distinct (comm, object, offset) locations sampled.
+  size_t locations() const { return flat_.size(); }
   size_t mapping_count() const { return mappings_.size(); }
   const ProcessTable& processes() const { return processes_; }
   // Every distinct object seen (including the kernel), for build-id tables.
@@ -61,14 +64,6 @@ class Profile {
     const MappedObject* object;  // null: unmapped address
     uint64_t offset;             // file offset, kernel address, or raw ip
     bool operator==(const Frame&) const = default;
-  };
-  struct FlatKey {
-    uint32_t comm;
-    Frame frame;
-    bool operator==(const FlatKey&) const = default;
-  };
-  struct FlatKeyHash {
-    size_t operator()(const FlatKey& k) const;
   };
   struct MappingEntry {
     uint32_t pid;
@@ -94,7 +89,7 @@ class Profile {
   // tid -> comm id, valid until the next COMM/FORK/EXIT record: names change
   // only through those, and samples vastly outnumber them.
   std::unordered_map<uint32_t, uint32_t> comm_of_tid_;
-  std::unordered_map<FlatKey, uint64_t, FlatKeyHash> flat_;
+  LocationCounts flat_;
   std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, uint64_t>
       stacks_;
   std::vector<MappingEntry> mappings_;

@@ -158,9 +158,10 @@ DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleFor
   return DecodeStatus::kOk;
 }
 
-DecodeStatus DecodeSample(Bytes bytes, const perf_event_header& h, const SampleFormat& f,
-                          Record* out) {
-  SampleRecord s;
+DecodeStatus DecodeSampleBody(Bytes bytes, const perf_event_header& h, const SampleFormat& f,
+                              SampleRecord* out) {
+  SampleRecord& s = *out;
+  s = SampleRecord{};
   s.misc = h.misc;
   const uint64_t t = f.sample_type;
   Cursor c(bytes.data() + sizeof(h), bytes.data() + bytes.size());
@@ -201,11 +202,36 @@ DecodeStatus DecodeSample(Bytes bytes, const perf_event_header& h, const SampleF
     c.Skip(nr * 8);
   }
   if (!c.ok()) return DecodeStatus::kTruncated;
-  *out = s;
+  return DecodeStatus::kOk;
+}
+
+DecodeStatus DecodeSample(Bytes bytes, const perf_event_header& h, const SampleFormat& f,
+                          Record* out) {
+  SampleRecord s;
+  DecodeStatus status = DecodeSampleBody(bytes, h, f, &s);
+  if (status == DecodeStatus::kOk) *out = s;
+  return status;
+}
+
+// The framing checks every record gets.
+DecodeStatus CheckFrame(Bytes bytes, perf_event_header* h) {
+  if (!ReadHeader(bytes, h)) return DecodeStatus::kTruncated;
+  // Every record the kernel or perf writes is u64 aligned; anything else is
+  // a framing error, and its fields cannot be trusted.
+  if (h->size < sizeof(*h) || h->size % 8 != 0) return DecodeStatus::kBadSize;
+  if (h->size > bytes.size()) return DecodeStatus::kTruncated;
+  if (h->size < bytes.size()) return DecodeStatus::kBadSize;
   return DecodeStatus::kOk;
 }
 
 }  // namespace
+
+DecodeStatus DecodeSampleRecord(Bytes bytes, const SampleFormat& format, SampleRecord* out) {
+  perf_event_header h;
+  if (DecodeStatus status = CheckFrame(bytes, &h); status != DecodeStatus::kOk) return status;
+  if (h.type != PERF_RECORD_SAMPLE) return DecodeStatus::kIgnored;
+  return DecodeSampleBody(bytes, h, format, out);
+}
 
 const char* DecodeStatusName(DecodeStatus status) {
   switch (status) {
@@ -240,12 +266,7 @@ bool ReadHeader(Bytes bytes, perf_event_header* header) {
 DecodeStatus DecodeRecord(Bytes bytes, const SampleFormat& f, Record* out) {
   *out = std::monostate{};
   perf_event_header h;
-  if (!ReadHeader(bytes, &h)) return DecodeStatus::kTruncated;
-  // Every record the kernel or perf writes is u64 aligned; anything else is
-  // a framing error, and its fields cannot be trusted.
-  if (h.size < sizeof(h) || h.size % 8 != 0) return DecodeStatus::kBadSize;
-  if (h.size > bytes.size()) return DecodeStatus::kTruncated;
-  if (h.size < bytes.size()) return DecodeStatus::kBadSize;
+  if (DecodeStatus status = CheckFrame(bytes, &h); status != DecodeStatus::kOk) return status;
 
   switch (h.type) {
     case PERF_RECORD_MMAP:

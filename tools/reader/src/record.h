@@ -144,6 +144,9 @@ const char* DecodeStatusName(DecodeStatus status);
 
 // Decodes one record.  `bytes` must be exactly one record (header.size bytes).
 DecodeStatus DecodeRecord(Bytes bytes, const SampleFormat& format, Record* out);
+// The same for a record that is a sample, without going through Record (the
+// hot path: most records are samples).  kIgnored if it is another type.
+DecodeStatus DecodeSampleRecord(Bytes bytes, const SampleFormat& format, SampleRecord* out);
 
 // The timestamp of a record for ordering: a sample's time, or the time in the
 // sample_id trailer.  nullopt when the format carries no time for it.

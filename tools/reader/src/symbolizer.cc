@@ -21,28 +21,41 @@ std::string Demangle(const std::string& name) {
 }  // namespace
 
 const SymbolTable* Symbolizer::TableFor(const MappedObject& object) {
-  if (object.build_id.empty()) return nullptr;
-  if (object.kernel) return store_.KernelSymbols(object.build_id);
-  return store_.Symbols(store_.Get(object.build_id, object.path));
+  if (auto it = tables_.find(&object); it != tables_.end()) return it->second;
+  const SymbolTable* table = nullptr;
+  if (object.build_id.empty()) {
+    table = nullptr;
+  } else if (object.kernel) {
+    table = store_.KernelSymbols(object.build_id);
+  } else {
+    table = store_.Symbols(store_.Get(object.build_id, object.path));
+  }
+  tables_.emplace(&object, table);
+  return table;
 }
 
 bool Symbolizer::HasSymbols(const MappedObject& object) { return TableFor(object) != nullptr; }
 
 const std::string& Symbolizer::Symbolize(const MappedObject& object, uint64_t offset) {
   auto key = std::make_pair(&object, offset);
-  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-  std::string name;
+  if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
+  const std::string* name = nullptr;
   if (const SymbolTable* table = TableFor(object)) {
     if (auto addr = table->OffsetToAddress(offset)) {
-      if (const ElfSymbol* sym = table->Find(*addr)) name = Demangle(sym->name);
+      if (const ElfSymbol* sym = table->Find(*addr)) {
+        auto [it, inserted] = demangled_.emplace(sym, nullptr);
+        if (inserted) it->second = &Intern(Demangle(sym->name));
+        name = it->second;
+      }
     }
-    if (name.empty()) name = fmt::format("[unknown {}]+{:#x}", object.build_id.ShortHex(), offset);
-  } else if (object.build_id.empty()) {
-    name = fmt::format("[unknown]+{:#x}", offset);
-  } else {
-    name = fmt::format("[unknown {}]+{:#x}", object.build_id.ShortHex(), offset);
   }
-  return cache_.emplace(key, std::move(name)).first->second;
+  if (name == nullptr || name->empty()) {
+    name = object.build_id.empty()
+               ? &Intern(fmt::format("[unknown]+{:#x}", offset))
+               : &Intern(fmt::format("[unknown {}]+{:#x}", object.build_id.ShortHex(), offset));
+  }
+  cache_.emplace(key, name);
+  return *name;
 }
 
 }  // namespace mmap3

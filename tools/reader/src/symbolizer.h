@@ -5,14 +5,16 @@
 // the Symbolizer.  When no matching file exists the answer is
 // "[unknown <short build-id>]+0x<offset>" (or "[unknown]+0x<offset>" for an
 // object without a build-id); a file with another build-id is never used.
-// Results are cached per (build-id, offset); each DSO's symbols are loaded
-// once by the DsoStore.
+// Results are cached per (object, offset); each DSO's symbols are loaded
+// once by the DsoStore, each name is demangled once, and equal names are the
+// same string (callers may compare the returned references by address).
 #ifndef MMAP3_READER_SYMBOLIZER_H_
 #define MMAP3_READER_SYMBOLIZER_H_
 
 #include <cstdint>
-#include <map>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "address_space.h"
@@ -29,10 +31,20 @@ class Symbolizer {
   bool HasSymbols(const MappedObject& object);
 
  private:
+  struct KeyHash {
+    size_t operator()(const std::pair<const MappedObject*, uint64_t>& k) const {
+      return std::hash<const void*>()(k.first) ^ (k.second * 0x9e3779b97f4a7c15ull);
+    }
+  };
+
   const SymbolTable* TableFor(const MappedObject& object);
+  const std::string& Intern(std::string name) { return *names_.insert(std::move(name)).first; }
 
   DsoStore& store_;
-  std::map<std::pair<const MappedObject*, uint64_t>, std::string> cache_;
+  std::unordered_map<const MappedObject*, const SymbolTable*> tables_;
+  std::unordered_map<const ElfSymbol*, const std::string*> demangled_;
+  std::unordered_set<std::string> names_;  // node-based: references stay valid
+  std::unordered_map<std::pair<const MappedObject*, uint64_t>, const std::string*, KeyHash> cache_;
 };
 
 }  // namespace mmap3

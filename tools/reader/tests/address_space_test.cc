@@ -15,6 +15,65 @@ Mapping Map(uint64_t start, uint64_t end, uint64_t pgoff, std::shared_ptr<const 
   return Mapping{start, end, pgoff, std::move(o)};
 }
 
+TEST(AddressSpaceTest, FindSeesEveryInsertAfterALookup) {
+  // Lookups use an index built on demand: an Insert after a Find must show.
+  AddressSpace as;
+  auto a = Obj("a"), b = Obj("b");
+  as.Insert(Map(0x1000, 0x3000, 0, a));
+  EXPECT_EQ(as.Find(0x2000)->object, a);
+  as.Insert(Map(0x2000, 0x4000, 0, b));  // overlaps: splits a
+  EXPECT_EQ(as.Find(0x1800)->object, a);
+  EXPECT_EQ(as.Find(0x2000)->object, b);
+  EXPECT_EQ(as.Find(0x3800)->object, b);
+  EXPECT_EQ(as.Find(0x4000), nullptr);
+}
+
+TEST(AddressSpaceTest, FindAgreesWithAScanForManyMappings) {
+  // 1..100 mappings with gaps between them: every address around every
+  // boundary finds what a linear scan finds.
+  auto o = Obj("o");
+  for (uint64_t n = 1; n <= 100; n += 9) {
+    AddressSpace as;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t start = 0x10000 + i * 0x3000, end = start + 0x1000 + (i % 3) * 0x800;
+      as.Insert(Map(start, end, 0, o));
+      ranges.emplace_back(start, end);
+    }
+    for (const auto& [start, end] : ranges) {
+      for (uint64_t addr : {start - 1, start, start + 1, end - 1, end, end + 1}) {
+        bool inside = false;
+        for (const auto& [s, e] : ranges) inside |= s <= addr && addr < e;
+        const Mapping* m = as.Find(addr);
+        ASSERT_EQ(m != nullptr, inside) << "n=" << n << " addr=" << std::hex << addr;
+        if (m != nullptr) EXPECT_TRUE(m->start <= addr && addr < m->end);
+      }
+    }
+    EXPECT_EQ(as.Find(0), nullptr);
+    EXPECT_EQ(as.Find(~0ull), nullptr);
+  }
+}
+
+TEST(AddressSpaceTest, CopyIsIndependent) {
+  // fork copies an address space; the copy's lookups must point into its
+  // own mappings, and a change to either leaves the other alone.
+  AddressSpace parent;
+  auto a = Obj("a"), b = Obj("b");
+  parent.Insert(Map(0x1000, 0x2000, 0, a));
+  ASSERT_NE(parent.Find(0x1000), nullptr);
+  AddressSpace child(parent);
+  child.Insert(Map(0x1000, 0x2000, 0, b));
+  EXPECT_EQ(parent.Find(0x1000)->object, a);
+  EXPECT_EQ(child.Find(0x1000)->object, b);
+  AddressSpace assigned;
+  assigned.Insert(Map(0x9000, 0xa000, 0, b));
+  ASSERT_NE(assigned.Find(0x9000), nullptr);
+  assigned = parent;
+  EXPECT_EQ(assigned.Find(0x9000), nullptr);
+  EXPECT_EQ(assigned.Find(0x1000)->object, a);
+  EXPECT_NE(assigned.Find(0x1000), parent.Find(0x1000));
+}
+
 TEST(AddressSpaceTest, FindsContainingMapping) {
   AddressSpace as;
   auto a = Obj("a"), b = Obj("b");

@@ -296,6 +296,36 @@ TEST(RecordTest, DecodesSampleWithCallchain) {
   EXPECT_EQ(RecordTime(bytes, kFormat), 5u);
 }
 
+TEST(RecordTest, SampleFastPathAgreesAndChecksFraming) {
+  SampleRecord s;
+  s.misc = PERF_RECORD_MISC_USER;
+  s.ip = 0x401234;
+  s.pid = 3;
+  s.tid = 4;
+  s.time = 5;
+  s.cpu = 1;
+  std::vector<uint64_t> chain = {0x401234, 0x401000};
+  auto bytes = EncodeSample(s, chain, kFormat);
+  SampleRecord d;
+  ASSERT_EQ(DecodeSampleRecord(bytes, kFormat, &d), DecodeStatus::kOk);
+  EXPECT_EQ(d.ip, 0x401234u);
+  EXPECT_EQ(d.tid, 4u);
+  EXPECT_EQ(d.time, 5u);
+  ASSERT_EQ(d.callchain.size(), 2u);
+  EXPECT_EQ(d.callchain[1], 0x401000u);
+  // A record cut short, one with a size that is not the span's, and one that
+  // is not a sample.
+  EXPECT_EQ(DecodeSampleRecord(Bytes(bytes.data(), bytes.size() - 8), kFormat, &d),
+            DecodeStatus::kTruncated);
+  std::vector<uint8_t> longer = bytes;
+  longer.resize(bytes.size() + 8);
+  EXPECT_EQ(DecodeSampleRecord(longer, kFormat, &d), DecodeStatus::kBadSize);
+  CommRecord c;
+  c.pid = c.tid = 1;
+  c.comm = "x";
+  EXPECT_EQ(DecodeSampleRecord(EncodeComm(c, kFormat), kFormat, &d), DecodeStatus::kIgnored);
+}
+
 TEST(RecordTest, DecodesSampleWithIdentifierAndRead) {
   const SampleFormat f{PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
                            PERF_SAMPLE_TIME | PERF_SAMPLE_READ | PERF_SAMPLE_CALLCHAIN,

@@ -1,14 +1,23 @@
 /* e2e test program: burns CPU in functions with known names, in the
- * executable and in a shared library, for argv[1] milliseconds. */
+ * executable and in a shared library.
+ *
+ *   prog [CPU_MS [HOLD_FILE]]
+ *
+ * Runs until it has used CPU_MS milliseconds of CPU time (default 500), so
+ * the number of samples it gets does not depend on how loaded the machine
+ * is.  With HOLD_FILE it then keeps running, idle and with its mappings in
+ * place, until that file exists (at most 60 s): a test uses it to keep a
+ * mapping alive until the profiler has copied the mapped file. */
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 int e2e_lib_hot(int n);  /* libe2e.so; its name varies per library version */
 
-static double now_ms(void)
+static double cpu_ms(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
@@ -23,12 +32,16 @@ __attribute__((noinline)) int e2e_main_hot(int n)
 int main(int argc, char **argv)
 {
 	double ms = argc > 1 ? atof(argv[1]) : 500;
-	double end = now_ms() + ms;
+	double end = cpu_ms() + ms;
 	int s = 0;
 
-	while (now_ms() < end) {
+	while (cpu_ms() < end) {
 		s += e2e_main_hot(20000);
 		s += e2e_lib_hot(20000);
+	}
+	if (argc > 2) {
+		for (int i = 0; i < 6000 && access(argv[2], F_OK) != 0; i++)
+			usleep(10000);
 	}
 	return s == 42;
 }

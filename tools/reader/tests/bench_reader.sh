@@ -1,0 +1,87 @@
+#!/bin/bash
+# make bench-reader: the reader's benchmark, printed as a Markdown table.
+#
+#   READER_BIN   mmap3-reader (required); its build directory has
+#                mmap3_reader_bench
+#   BENCH_DIR    scratch directory (default build/reader-bench)
+#   BENCH_RECORDS  records in the replayed capture (default 10,000,000)
+#   BENCH_ROUNDS   report timings, each tool, alternating (default 3)
+#
+# 1. Replay: a perf.data file of BENCH_RECORDS records (mmap3_reader_bench
+#    synth: 64 processes mapping libc, libstdc++, ld.so and the bench
+#    program by MMAP2 + build-id, samples from two CPUs in FINISHED_ROUND
+#    rounds on up to 16 hot instructions per function) through decoding,
+#    timestamp ordering and attribution, in one thread: records/s per core.
+# 2. Time to a symbolized report of the same file: `mmap3-reader report`
+#    against `perf report --stdio --sort comm,dso,sym`, alternating, best of
+#    BENCH_ROUNDS each (wall and CPU time).
+# 3. Loss: `mmap3-reader record -a -F 10000` for 5 s on this machine's CPUs,
+#    each kept busy by a spinning process: lost records and samples.
+set -euo pipefail
+READER_BIN=${READER_BIN:?READER_BIN must point at mmap3-reader}
+BENCH=$(dirname "$READER_BIN")/mmap3_reader_bench
+B=${BENCH_DIR:-$(cd "$(dirname "$READER_BIN")/.." && pwd)/reader-bench}
+N=${BENCH_RECORDS:-10000000}
+ROUNDS=${BENCH_ROUNDS:-3}
+mkdir -p "$B"
+data=$B/replay-$N.data
+cpus=$(nproc)
+
+if [ ! -s "$data" ] || [ "$BENCH" -nt "$data" ]; then
+	"$BENCH" synth "$data" "$N" 16 >&2
+fi
+
+echo "replay (decode, ordering, attribution; one thread) ..." >&2
+replay=$("$BENCH" replay "$data" 3 | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
+
+# secs CMD...: "wall cpu" seconds of one run, output to /dev/null
+secs() {
+	local t TIMEFORMAT='%R %U %S'
+	t=$( { time "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -n1)
+	awk '{printf "%.2f %.2f\n", $1, $2 + $3}' <<<"$t"
+}
+best() { # best of a list of numbers
+	tr ' ' '\n' | sort -g | head -n1
+}
+rw=() rc=() pw=() pc=()
+for ((i = 0; i < ROUNDS; i++)); do
+	echo "report round $((i + 1))/$ROUNDS ..." >&2
+	read -r w c < <(secs "$READER_BIN" report -i "$data" --buildid-dir "$B/no-cache")
+	rw+=("$w") rc+=("$c")
+	read -r w c < <(secs perf report -i "$data" --stdio --no-children --sort comm,dso,sym)
+	pw+=("$w") pc+=("$c")
+done
+rw=$(echo "${rw[@]}" | best) rc=$(echo "${rc[@]}" | best)
+pw=$(echo "${pw[@]}" | best) pc=$(echo "${pc[@]}" | best)
+# The same samples: the totals of both reports.
+ours=$("$READER_BIN" report -i "$data" --buildid-dir "$B/no-cache" --format json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["capture"]["samples"])')
+theirs=$(perf report -i "$data" --stdio --no-children --sort comm -F overhead,sample,comm 2>/dev/null |
+	awk '/^ *[0-9.]+%/ {s += $2} END {print s}')
+
+echo "loss: record -a -F 10000 for 5 s, $cpus CPUs busy ..." >&2
+spinners=()
+for ((i = 0; i < cpus; i++)); do
+	bash -c 'while :; do :; done' & spinners+=($!)
+done
+rc_rec=0
+"$READER_BIN" record -q -a -F 10000 -d 5 --no-buildid-cache -o "$B/loss.data" || rc_rec=$?
+kill "${spinners[@]}"
+wait "${spinners[@]}" 2>/dev/null || true
+[ $rc_rec -eq 0 ] || { echo "bench-reader: record -a failed ($rc_rec)" >&2; exit 1; }
+read -r lsamples lrec lsam levent mode < <("$READER_BIN" report -i "$B/loss.data" --format json |
+	python3 -c 'import json,sys; c = json.load(sys.stdin)["capture"]; print(c["samples"], c["lost_records"], c["lost_samples"], c["event_lost"], c["mode"])')
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a / b}'; }
+cat <<EOT
+
+$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $cpus CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), load average $(cut -d' ' -f1-3 /proc/loadavg)
+
+| measurement | result | target |
+|---|---|---|
+| replay of $N records (decode, ordering, attribution), one core | **$replay M records/s** | >= 20 M records/s |
+| symbolized report of those samples ($ours; perf counts $theirs): \`mmap3-reader report\` | $rw s wall, $rc s CPU | |
+| the same with \`perf report --stdio --sort comm,dso,sym\` (perf $(perf version 2>/dev/null | awk '{print $3}')) | $pw s wall, $pc s CPU | |
+| report speed-up over perf (best of $ROUNDS each, alternating) | **$(ratio "$pw" "$rw")x** wall, $(ratio "$pc" "$rc")x CPU | >= 10x |
+| \`record -a -F 10000\`, 5 s, $cpus CPUs busy ($mode): samples, lost records, lost samples, lost (per event) | $lsamples, **$lrec, $lsam, $levent** | zero lost |
+EOT

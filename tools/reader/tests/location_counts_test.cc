@@ -1,0 +1,62 @@
+#include "location_counts.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <tuple>
+
+namespace mmap3 {
+namespace {
+
+using Key = std::tuple<uint32_t, const MappedObject*, uint64_t>;
+
+std::map<Key, uint64_t> Collect(const LocationCounts& counts) {
+  std::map<Key, uint64_t> out;
+  counts.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n) {
+    EXPECT_TRUE(out.emplace(Key{comm, object, offset}, n).second) << "location listed twice";
+  });
+  return out;
+}
+
+TEST(LocationCounts, CountsEachLocationSeparately) {
+  const auto* a = reinterpret_cast<const MappedObject*>(0x1000);
+  const auto* b = reinterpret_cast<const MappedObject*>(0x2000);
+  LocationCounts counts;
+  counts.Add(1, a, 0x10);
+  counts.Add(1, a, 0x10);
+  counts.Add(2, a, 0x10);      // another comm
+  counts.Add(1, b, 0x10);      // another object
+  counts.Add(1, nullptr, 0x10);  // no object: a raw address
+  counts.Add(1, a, 0x14, 5);
+  EXPECT_EQ(counts.size(), 5u);
+  std::map<Key, uint64_t> want = {{{1, a, 0x10}, 2}, {{2, a, 0x10}, 1}, {{1, b, 0x10}, 1},
+                                  {{1, nullptr, 0x10}, 1}, {{1, a, 0x14}, 5}};
+  EXPECT_EQ(Collect(counts), want);
+}
+
+TEST(LocationCounts, AgreesWithAMapThroughGrowth) {
+  // Enough distinct keys to grow the table several times, with repeats, and
+  // keys that differ in one field only.
+  std::mt19937_64 rng(7);
+  LocationCounts counts;
+  std::map<Key, uint64_t> want;
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t comm = static_cast<uint32_t>(rng() % 3);
+    const auto* object = reinterpret_cast<const MappedObject*>((rng() % 4) * 64);
+    const uint64_t offset = (rng() % 20000) * 4;
+    counts.Add(comm, object, offset);
+    ++want[{comm, object, offset}];
+  }
+  EXPECT_EQ(counts.size(), want.size());
+  EXPECT_EQ(Collect(counts), want);
+}
+
+TEST(LocationCounts, EmptyHasNothing) {
+  LocationCounts counts;
+  EXPECT_EQ(counts.size(), 0u);
+  EXPECT_TRUE(Collect(counts).empty());
+}
+
+}  // namespace
+}  // namespace mmap3
