@@ -94,6 +94,15 @@ bool ReadString(const uint8_t* p, const uint8_t* end, std::string_view* out) {
   return true;
 }
 
+// maj, min, ino, ino_generation: MMAP2 without a build ID, and MMAP3.
+void ReadInodeIdentity(Cursor& c, MmapRecord& m) {
+  m.has_inode = true;
+  m.maj = c.Read<uint32_t>();
+  m.min = c.Read<uint32_t>();
+  m.ino = c.Read<uint64_t>();
+  m.ino_generation = c.Read<uint64_t>();
+}
+
 DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleFormat& f,
                         Record* out) {
   MmapRecord m;
@@ -119,21 +128,13 @@ DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleFor
       m.build_id = BuildId(id, size);
     } else {
       m.format = MmapFormat::kMmap2;
-      m.has_inode = true;
-      m.maj = c.Read<uint32_t>();
-      m.min = c.Read<uint32_t>();
-      m.ino = c.Read<uint64_t>();
-      m.ino_generation = c.Read<uint64_t>();
+      ReadInodeIdentity(c, m);
     }
     m.prot = c.Read<uint32_t>();
     m.flags = c.Read<uint32_t>();
   } else {  // MMAP3: laid out as struct perf_mmap3_record
     m.format = MmapFormat::kMmap3;
-    m.has_inode = true;
-    m.maj = c.Read<uint32_t>();
-    m.min = c.Read<uint32_t>();
-    m.ino = c.Read<uint64_t>();
-    m.ino_generation = c.Read<uint64_t>();
+    ReadInodeIdentity(c, m);
     m.prot = c.Read<uint32_t>();
     m.flags = c.Read<uint32_t>();
     uint8_t size = c.Read<uint8_t>();
