@@ -45,6 +45,25 @@ int main(void)
 	kernel.mmap3 = 0;
 	if (memcmp(&kernel, &(struct perf_event_attr){ 0 }, sizeof(kernel)))
 		return 1;
+	/* test and clear read and drop the same bit, and only it */
+	memset(&ours, 0xff, sizeof(ours));
+	ours.mmap3 = 0;
+	if (perf_mmap3_attr_test(&ours)) {
+		fprintf(stderr, "uapi-check: perf_mmap3_attr_test() sees a bit that is not attr.mmap3\n");
+		return 1;
+	}
+	ours.mmap3 = 1;
+	if (!perf_mmap3_attr_test(&ours)) {
+		fprintf(stderr, "uapi-check: perf_mmap3_attr_test() misses attr.mmap3\n");
+		return 1;
+	}
+	memset(&kernel, 0xff, sizeof(kernel));
+	kernel.mmap3 = 0;
+	perf_mmap3_attr_clear(&ours);
+	if (memcmp(&kernel, &ours, sizeof(kernel))) {
+		fprintf(stderr, "uapi-check: perf_mmap3_attr_clear() does not clear just attr.mmap3\n");
+		return 1;
+	}
 	printf("uapi-check: uapi/linux/perf_event_mmap3.h matches the kernel's perf_event.h\n");
 	return 0;
 }

@@ -85,16 +85,40 @@ struct perf_mmap3_record {
 
 #define PERF_MMAP3_RECORD_FIXED_SIZE	96
 
-static inline void perf_mmap3_attr_set(struct perf_event_attr *attr)
+/*
+ * attr.mmap3 is a bitfield in the kernel's struct perf_event_attr; these
+ * helpers reach it through the flags word for programs built against
+ * headers that predate it.
+ */
+static inline __u64 *__perf_mmap3_attr_flags(struct perf_event_attr *attr)
 {
-	__u64 *flags = (__u64 *)((char *)attr + PERF_MMAP3_ATTR_FLAGS_OFFSET);
+	return (__u64 *)((char *)attr + PERF_MMAP3_ATTR_FLAGS_OFFSET);
+}
 
+static inline __u64 __perf_mmap3_attr_mask(void)
+{
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 	/* Big-endian bitfields are allocated from the most significant bit. */
-	*flags |= 1ULL << (63 - PERF_MMAP3_ATTR_BIT);
+	return 1ULL << (63 - PERF_MMAP3_ATTR_BIT);
 #else
-	*flags |= 1ULL << PERF_MMAP3_ATTR_BIT;
+	return 1ULL << PERF_MMAP3_ATTR_BIT;
 #endif
+}
+
+static inline void perf_mmap3_attr_set(struct perf_event_attr *attr)
+{
+	*__perf_mmap3_attr_flags(attr) |= __perf_mmap3_attr_mask();
+}
+
+static inline void perf_mmap3_attr_clear(struct perf_event_attr *attr)
+{
+	*__perf_mmap3_attr_flags(attr) &= ~__perf_mmap3_attr_mask();
+}
+
+static inline int perf_mmap3_attr_test(const struct perf_event_attr *attr)
+{
+	return !!(*__perf_mmap3_attr_flags((struct perf_event_attr *)attr) &
+		  __perf_mmap3_attr_mask());
 }
 
 #endif /* _UAPI_LINUX_PERF_EVENT_MMAP3_H */
