@@ -1,11 +1,15 @@
 #include "commands.h"
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <unordered_map>
 
 #include "dso_store.h"
+#include "linux/perf_event_mmap3.h"
 #include "perf_data.h"
 #include "profile.h"
 #include "record_sorter.h"
@@ -149,41 +153,9 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     return Status::Failure(options.input + ": compressed (zstd) perf.data is not supported; "
                                            "re-record with perf record -z off");
 
-  // Records are parsed with their event's sample format.  With one format
-  // for all events that is trivial; otherwise every event must carry
-  // PERF_SAMPLE_IDENTIFIER (perf adds it whenever formats differ), whose
-  // position does not depend on the format: the first u64 of a sample, the
-  // last u64 of any other record.
-  const perf_event_attr& a0 = r.attrs()[0].attr;
-  const SampleFormat first{a0.sample_type, a0.read_format, a0.sample_id_all != 0};
-  bool uniform = true, identified = true;
-  std::unordered_map<uint64_t, SampleFormat> format_by_id;
-  for (const PerfFileAttr& a : r.attrs()) {
-    SampleFormat f{a.attr.sample_type, a.attr.read_format, a.attr.sample_id_all != 0};
-    if (f.sample_type != first.sample_type || f.read_format != first.read_format ||
-        f.sample_id_all != first.sample_id_all)
-      uniform = false;
-    if (!(f.sample_type & PERF_SAMPLE_IDENTIFIER)) identified = false;
-    for (uint64_t id : a.ids) format_by_id[id] = f;
-  }
-  if (!uniform && !identified)
-    return Status::Failure(options.input +
-                           ": events with different sample formats and no identifier");
-  auto format_of = [&](Bytes rec) -> SampleFormat {
-    if (uniform) return first;
-    perf_event_header h;
-    if (!ReadHeader(rec, &h) || rec.size() < sizeof(h) + 8) return first;
-    uint64_t id;
-    if (h.type == PERF_RECORD_SAMPLE) {
-      std::memcpy(&id, rec.data() + sizeof(h), 8);
-    } else if (first.sample_id_all && h.type < kRecordUserTypeStart) {
-      std::memcpy(&id, rec.data() + rec.size() - 8, 8);
-    } else {
-      return first;
-    }
-    auto it = format_by_id.find(id);
-    return it == format_by_id.end() ? first : it->second;  // id 0: synthesized
-  };
+  auto formats = FileFormats::Create(r.attrs());
+  if (!formats.ok()) return Status::Failure(options.input + ": " + formats.status().ToString());
+  auto format_of = [&](Bytes rec) { return formats->For(rec); };
   std::string mode = "perf.data";
   SourceOverrides overrides;
   int64_t event_lost = -1;
@@ -260,6 +232,79 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   model.bad_records += framing_errors + ring_bad;
   model.event_lost = event_lost;
   return model;
+}
+
+Result<InjectResult> RunInject(const InjectOptions& options) {
+  auto file = PerfDataReader::Open(options.input);
+  if (!file.ok()) return file.status();
+  const PerfDataReader& r = *file;
+  if (r.HasFeature(kFeatureCompressed))
+    return Status::Failure(options.input + ": compressed (zstd) perf.data is not supported");
+  if (r.meta_json().empty())
+    return Status::Failure(options.input +
+                           ": not an mmap3-reader capture (perf's own files need no conversion)");
+  auto formats = FileFormats::Create(r.attrs());
+  if (!formats.ok()) return Status::Failure(options.input + ": " + formats.status().ToString());
+
+  std::vector<PerfFileAttr> attrs = r.attrs();
+  for (PerfFileAttr& a : attrs) {
+    if (!perf_mmap3_attr_test(&a.attr)) continue;
+    perf_mmap3_attr_clear(&a.attr);
+    a.attr.mmap = 1;
+    a.attr.mmap2 = 1;
+    a.attr.build_id = 1;
+  }
+  // Written to a temporary name and renamed: the output may be the input
+  // (converted in place; the reader maps the old inode), and a failure
+  // leaves no half-written file behind.
+  const std::string tmp = options.output + ".tmp";
+  auto w = PerfDataWriter::Create(tmp, std::move(attrs));
+  if (!w.ok()) return w.status();
+  PerfDataWriter& writer = *w;
+
+  InjectResult result;
+  Status status;
+  std::vector<uint8_t> out;
+  result.framing_errors = r.ForEachRecord([&](Bytes rec) {
+    if (!status.ok()) return;
+    perf_event_header h;
+    ReadHeader(rec, &h);
+    if (h.type != kRecordMmap3) {
+      status = writer.Write(rec);
+      ++result.records;
+      return;
+    }
+    const SampleFormat f = formats->For(rec);
+    Record decoded;
+    if (DecodeRecord(rec, f, &decoded) != DecodeStatus::kOk) {
+      ++result.dropped;
+      return;
+    }
+    MmapRecord m = std::get<MmapRecord>(decoded);
+    m.format = m.build_id.empty() ? MmapFormat::kMmap2 : MmapFormat::kMmap2BuildId;
+    // The body is re-encoded; the sample_id trailer is kept byte for byte.
+    out = EncodeMmap(m, SampleFormat{f.sample_type, f.read_format, false});
+    const size_t trailer = f.sample_id_all ? SampleIdSize(f) : 0;
+    out.insert(out.end(), rec.end() - static_cast<ptrdiff_t>(trailer), rec.end());
+    const uint16_t size = static_cast<uint16_t>(out.size());
+    std::memcpy(out.data() + offsetof(perf_event_header, size), &size, sizeof(size));
+    status = writer.Write(out);
+    ++result.records;
+    ++result.converted;
+    if (!m.build_id.empty()) ++result.with_build_id;
+  });
+  if (status.ok()) {
+    json meta = json::parse(r.meta_json(), nullptr, /*allow_exceptions=*/false);
+    if (meta.is_object()) meta["injected"] = "MMAP3 records rewritten as MMAP2 for perf";
+    status = writer.Finish(r.build_ids(), meta.is_object() ? meta.dump() : r.meta_json());
+  }
+  if (status.ok() && rename(tmp.c_str(), options.output.c_str()) != 0)
+    status = ErrnoStatus("rename " + tmp + " to " + options.output);
+  if (!status.ok()) {
+    unlink(tmp.c_str());
+    return status;
+  }
+  return result;
 }
 
 }  // namespace mmap3

@@ -41,6 +41,26 @@ struct ReportOptions {
 
 Result<ReportModel> RunReport(const ReportOptions& options);
 
+// inject: a copy of a capture that perf can read.  PERF_RECORD_MMAP3 (which
+// perf does not know) becomes PERF_RECORD_MMAP2: the build-id variant when
+// the kernel or the reader had a build-id, the inode variant otherwise.
+// Every other record, the sample_id trailers, the build-id table and our
+// metadata are copied unchanged; the mmap3 attr bit becomes mmap2+build_id.
+struct InjectOptions {
+  std::string input = "perf.data";
+  std::string output;
+};
+
+struct InjectResult {
+  uint64_t records = 0;          // records written
+  uint64_t converted = 0;        // MMAP3 records rewritten as MMAP2
+  uint64_t with_build_id = 0;    // ... of which carry a build-id
+  uint64_t dropped = 0;          // undecodable MMAP3 records (perf could not read them either)
+  uint64_t framing_errors = 0;   // 1 if the data section ends in an impossible size
+};
+
+Result<InjectResult> RunInject(const InjectOptions& options);
+
 }  // namespace mmap3
 
 #endif  // MMAP3_READER_COMMANDS_H_

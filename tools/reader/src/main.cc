@@ -130,6 +130,13 @@ int main(int argc, char** argv) {
   report->add_flag("-g,--call-graph", report_callchains, "Use call chains (for --format folded)");
   report->add_option("--buildid-dir", cache_dir, "Build-id cache directory (default ~/.debug)");
 
+  // inject
+  CLI::App* inject = app.add_subcommand(
+      "inject", "Rewrite an MMAP3 capture as MMAP2 records that perf 6.1 can read");
+  std::string inject_input = "perf.data", inject_output;
+  inject->add_option("-i,--input", inject_input, "mmap3-reader capture to convert");
+  inject->add_option("-o,--output", inject_output, "perf.data file to write")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -221,6 +228,22 @@ int main(int argc, char** argv) {
     auto model = RunReport(opts);
     if (!model.ok()) return Fail(model.status());
     PrintReport(*model, format);
+    return kExitOk;
+  }
+  if (inject->parsed()) {
+    InjectOptions opts;
+    opts.input = inject_input;
+    opts.output = inject_output;
+    auto result = RunInject(opts);
+    if (!result.ok()) return Fail(result.status());
+    fmt::print(stderr, "[ mmap3-reader inject: {} records, {} MMAP3 rewritten as MMAP2 ({} with a "
+               "build-id){}; wrote {} ]\n",
+               result->records, result->converted, result->with_build_id,
+               result->dropped ? fmt::format(", {} undecodable MMAP3 dropped", result->dropped) : "",
+               inject_output);
+    if (result->framing_errors)
+      fmt::print(stderr, "mmap3-reader: warning: {}: the data section ends in a record with an "
+                 "impossible size; the records after it are not copied\n", inject_input);
     return kExitOk;
   }
   return kExitUsage;

@@ -8,7 +8,7 @@
 // perf skips feature bits it does not know, so the file stays readable by
 // perf.  MMAP3 records (type 63) are written as the kernel produced them;
 // perf 6.1 counts them as unknown and then fails at the next FINISHED_ROUND,
-// so only MMAP2-mode captures are perf-compatible.
+// so MMAP3-mode captures go through RunInject() (commands.h) for perf.
 //
 // Contract: PerfDataWriter buffers records and patches the header in
 // Finish(); a file without Finish() has a zero data size and is rejected by
@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "build_id.h"
@@ -103,6 +104,24 @@ class PerfDataReader {
   std::vector<PerfFileAttr> attrs_;
   std::vector<BuildIdEntry> build_ids_;
   std::string meta_json_;
+};
+
+// The sample format each record of a file was written with.  With one
+// format for all events that is trivial; otherwise every event must carry
+// PERF_SAMPLE_IDENTIFIER (perf adds it whenever formats differ), whose
+// position does not depend on the format: the first u64 of a sample, the
+// last u64 of any other kernel record.  Records without a known id
+// (synthesized ones carry 0) get the first event's format.
+class FileFormats {
+ public:
+  static Result<FileFormats> Create(const std::vector<PerfFileAttr>& attrs);
+  SampleFormat For(Bytes record) const;
+
+ private:
+  FileFormats() = default;
+  SampleFormat first_;
+  bool uniform_ = true;
+  std::unordered_map<uint64_t, SampleFormat> by_id_;
 };
 
 template <typename Fn>

@@ -1,6 +1,8 @@
 #include "commands.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +12,8 @@
 
 #include "fixtures.h"
 #include "perf_data.h"
+#include "linux/perf_event_mmap3.h"
 #include "perf_event_fd.h"
-#include <sys/wait.h>
 #include "record_writer.h"
 
 namespace mmap3 {
@@ -305,6 +307,231 @@ TEST(ModeDetectionTest, PlainMmap2FillsBuildIdsFromMapFiles) {
   EXPECT_GT(r->stats.filled_build_ids, 0u);
   EXPECT_GT(r->report.mappings_by_source[static_cast<int>(BuildIdSource::kMapFiles)], 0u);
   EXPECT_EQ(r->report.mappings_by_source[static_cast<int>(BuildIdSource::kMmap2)], 0u);
+}
+
+}  // namespace
+}  // namespace mmap3
+
+namespace mmap3 {
+namespace {
+
+// An MMAP3-mode capture as `record -o` writes it: a sampling event and a
+// side-band event with the mmap3 bit and another sample format (with a
+// STREAM_ID the encoder does not model, so only a byte-for-byte copy of the
+// trailer keeps it).
+class InjectTest : public ::testing::Test {
+ protected:
+  const SampleFormat fs_{PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
+                             PERF_SAMPLE_TIME | PERF_SAMPLE_PERIOD,
+                         0, true};
+  const SampleFormat fd_{PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                             PERF_SAMPLE_STREAM_ID,
+                         0, true};
+
+  void SetUp() override {
+    lib_ = dir_.File("libinj.so");
+    ASSERT_TRUE(testing::BuildSharedLibrary(lib_, "inject_fn", kIdV1));
+    off_ = testing::FunctionFileOffset(lib_, "inject_fn");
+    input_ = dir_.File("in.data");
+  }
+
+  PerfFileAttr Sampling() const {
+    PerfFileAttr a;
+    a.attr.size = sizeof(perf_event_attr);
+    a.attr.sample_type = fs_.sample_type;
+    a.attr.sample_id_all = 1;
+    a.ids = {11};
+    return a;
+  }
+  PerfFileAttr Sideband() const {
+    PerfFileAttr a;
+    a.attr.size = sizeof(perf_event_attr);
+    a.attr.sample_type = fd_.sample_type;
+    a.attr.sample_id_all = 1;
+    a.attr.comm = 1;
+    a.attr.task = 1;
+    perf_mmap3_attr_set(&a.attr);
+    a.ids = {22};
+    return a;
+  }
+
+  // An MMAP3 record from the side-band event, with a recognizable stream id.
+  std::vector<uint8_t> Mmap3(uint64_t start, const std::string& path, const char* id,
+                             uint8_t status, uint64_t time) const {
+    MmapRecord m;
+    m.format = MmapFormat::kMmap3;
+    m.misc = PERF_RECORD_MISC_USER;
+    m.pid = m.tid = 9;
+    m.start = start;
+    m.len = 0x100000;
+    m.maj = 8;
+    m.min = 1;
+    m.ino = 4242;
+    m.ino_generation = 7;
+    m.prot = PROT_READ | PROT_EXEC;
+    m.flags = MAP_PRIVATE;
+    if (id) m.build_id = Id(id);
+    m.build_id_status = status;
+    m.filename = path;
+    m.sample_id.has_tid = m.sample_id.has_time = m.sample_id.has_id = true;
+    m.sample_id.pid = m.sample_id.tid = 9;
+    m.sample_id.time = time;
+    m.sample_id.id = 22;
+    std::vector<uint8_t> rec = EncodeMmap(m, fd_);
+    // STREAM_ID is the u64 before IDENTIFIER at the end of the trailer.
+    const uint64_t stream = 0x5eed5eed5eed5eedULL;
+    std::memcpy(rec.data() + rec.size() - 16, &stream, 8);
+    return rec;
+  }
+
+  std::vector<uint8_t> SampleAt(uint64_t ip, uint64_t time) const {
+    SampleRecord s;
+    s.misc = PERF_RECORD_MISC_USER;
+    s.id = 11;
+    s.pid = s.tid = 9;
+    s.ip = ip;
+    s.time = time;
+    return EncodeSample(s, {}, fs_);
+  }
+
+  void WriteInput(const std::vector<std::vector<uint8_t>>& records, const std::string& meta) {
+    auto w = PerfDataWriter::Create(input_, {Sampling(), Sideband()});
+    ASSERT_TRUE(w.ok());
+    for (const auto& r : records) ASSERT_TRUE(w->Write(r).ok());
+    BuildIdEntry e{-1, PERF_RECORD_MISC_USER, Id(kIdV1), lib_};
+    ASSERT_TRUE(w->Finish({e}, meta).ok());
+  }
+
+  testing::TempDir dir_;
+  std::string lib_, input_;
+  uint64_t off_ = 0;
+};
+
+TEST_F(InjectTest, RewritesMmap3AsMmap2AndKeepsEverythingElse) {
+  const auto found = Mmap3(0x20000000, lib_, kIdV1, PERF_MMAP3_BUILD_ID_FOUND, 2);
+  const auto no_note = Mmap3(0x40000000, "/data/blob", nullptr, PERF_MMAP3_BUILD_ID_NO_NOTE, 3);
+  const auto sample = SampleAt(0x20000000 + off_, 4);
+  CommRecord c;
+  c.pid = c.tid = 9;
+  c.comm = "inj";
+  c.sample_id.pid = c.sample_id.tid = 9;
+  c.sample_id.time = 1;
+  c.sample_id.id = 22;
+  const auto comm = EncodeComm(c, fd_);
+  WriteInput({comm, found, no_note, sample, EncodeFinishedRound()},
+             R"({"tool":"mmap3-reader","mode":"mmap3"})");
+
+  InjectOptions o{input_, dir_.File("out.data")};
+  auto res = RunInject(o);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->records, 5u);
+  EXPECT_EQ(res->converted, 2u);
+  EXPECT_EQ(res->with_build_id, 1u);
+  EXPECT_EQ(res->dropped, 0u);
+  EXPECT_FALSE(std::filesystem::exists(o.output + ".tmp"));
+
+  auto out = PerfDataReader::Open(o.output);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->attrs().size(), 2u);
+  const perf_event_attr& sb = out->attrs()[1].attr;
+  EXPECT_FALSE(perf_mmap3_attr_test(&sb));
+  EXPECT_TRUE(sb.mmap && sb.mmap2 && sb.build_id);
+  EXPECT_EQ(out->attrs()[1].ids, std::vector<uint64_t>{22});
+  EXPECT_FALSE(out->attrs()[0].attr.mmap2);  // only the attr that had the bit
+  ASSERT_EQ(out->build_ids().size(), 1u);
+  EXPECT_EQ(out->build_ids()[0].build_id, Id(kIdV1));
+  EXPECT_NE(out->meta_json().find("\"mode\":\"mmap3\""), std::string::npos);
+  EXPECT_NE(out->meta_json().find("\"injected\""), std::string::npos);
+
+  std::vector<std::vector<uint8_t>> recs;
+  out->ForEachRecord([&](Bytes r) { recs.emplace_back(r.begin(), r.end()); });
+  ASSERT_EQ(recs.size(), 5u);
+  EXPECT_EQ(recs[0], comm);
+  EXPECT_EQ(recs[3], sample);
+  EXPECT_EQ(recs[4], EncodeFinishedRound());
+  const size_t trailer = SampleIdSize(fd_);
+  for (int i : {1, 2}) {
+    const auto& orig = i == 1 ? found : no_note;
+    perf_event_header h;
+    ASSERT_TRUE(ReadHeader(recs[i], &h));
+    EXPECT_EQ(h.type, PERF_RECORD_MMAP2);
+    EXPECT_EQ(h.size, recs[i].size());
+    EXPECT_TRUE(std::equal(orig.end() - trailer, orig.end(), recs[i].end() - trailer))
+        << "sample_id trailer of record " << i << " not kept byte for byte";
+    Record d;
+    ASSERT_EQ(DecodeRecord(recs[i], fd_, &d), DecodeStatus::kOk);
+    const MmapRecord& m = std::get<MmapRecord>(d);
+    EXPECT_EQ(m.pid, 9u);
+    EXPECT_EQ(m.len, 0x100000u);
+    EXPECT_EQ(m.prot, uint32_t{PROT_READ | PROT_EXEC});
+    EXPECT_EQ(m.flags, uint32_t{MAP_PRIVATE});
+    EXPECT_EQ(m.sample_id.time, i == 1 ? 2u : 3u);
+    EXPECT_EQ(m.misc & PERF_RECORD_MISC_CPUMODE_MASK, PERF_RECORD_MISC_USER);
+    if (i == 1) {
+      EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
+      EXPECT_EQ(m.build_id, Id(kIdV1));
+      EXPECT_EQ(m.filename, lib_);
+    } else {  // no build-id: perf gets the inode identity instead
+      EXPECT_EQ(m.format, MmapFormat::kMmap2);
+      EXPECT_EQ(m.ino, 4242u);
+      EXPECT_EQ(m.maj, 8u);
+      EXPECT_EQ(m.ino_generation, 7u);
+      EXPECT_EQ(m.filename, "/data/blob");
+    }
+  }
+
+  // Both files give the same report.
+  for (const std::string& f : {input_, o.output}) {
+    ReportOptions ro;
+    ro.input = f;
+    auto rep = RunReport(ro);
+    ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+    EXPECT_EQ(rep->bad_records, 0u) << f;
+    ASSERT_EQ(rep->rows.size(), 1u) << f;
+    EXPECT_EQ(rep->rows[0].symbol, "inject_fn") << f;
+    EXPECT_EQ(rep->rows[0].build_id, Id(kIdV1)) << f;
+    EXPECT_EQ(rep->mode, "mmap3") << f;
+  }
+}
+
+TEST_F(InjectTest, UndecodableMmap3IsDroppedAndCounted) {
+  auto bad = Mmap3(0x20000000, lib_, nullptr, PERF_MMAP3_BUILD_ID_NO_NOTE, 2);
+  bad[offsetof(perf_mmap3_record, build_id_size)] = 5;  // a size without FOUND
+  WriteInput({bad, SampleAt(0x20000000 + off_, 3)}, R"({"mode":"mmap3"})");
+  auto res = RunInject({input_, dir_.File("out.data")});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->dropped, 1u);
+  EXPECT_EQ(res->converted, 0u);
+  EXPECT_EQ(res->records, 1u);
+}
+
+TEST_F(InjectTest, InPlaceConversionWorks) {
+  WriteInput({Mmap3(0x20000000, lib_, kIdV1, PERF_MMAP3_BUILD_ID_FOUND, 2),
+              SampleAt(0x20000000 + off_, 3)},
+             R"({"mode":"mmap3"})");
+  auto res = RunInject({input_, input_});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->converted, 1u);
+  auto out = PerfDataReader::Open(input_);
+  ASSERT_TRUE(out.ok());
+  int mmap2 = 0;
+  out->ForEachRecord([&](Bytes r) {
+    perf_event_header h;
+    ReadHeader(r, &h);
+    mmap2 += h.type == PERF_RECORD_MMAP2;
+  });
+  EXPECT_EQ(mmap2, 1);
+}
+
+TEST_F(InjectTest, RefusesFilesThatAreNotOurs) {
+  WriteInput({SampleAt(0x20000000, 3)}, "");  // no metadata: perf wrote it
+  const std::string output = dir_.File("out.data");
+  auto res = RunInject({input_, output});
+  ASSERT_FALSE(res.ok());
+  EXPECT_NE(res.status().ToString().find("not an mmap3-reader capture"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(output));
+  auto missing = RunInject({dir_.File("missing.data"), output});
+  EXPECT_FALSE(missing.ok());
 }
 
 }  // namespace
