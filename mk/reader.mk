@@ -13,6 +13,7 @@
 #   make bench-reader     the benchmark table of tools/reader/README.md:
 #                         replay of a 10M-record perf.data, report time
 #                         against perf report, loss at 10 kHz on all CPUs
+#                         of this host and of the patched guest
 #
 # READER_BIN is the built binary, for other makefiles and scripts.
 
@@ -76,8 +77,9 @@ reader-e2e-vm: reader $(BZIMAGE) $(KSTOCK_BZIMAGE) $(VM_INITRAMFS)
 reader-bench: reader
 	$(READER_BUILD)/mmap3_reader_bench 10000000
 
-bench-reader: deps reader
-	@READER_BIN=$(READER_BIN) BENCH_DIR=$(BUILD)/reader-bench $(READER_SRC)/tests/bench_reader.sh
+bench-reader: deps reader $(BZIMAGE) $(VM_INITRAMFS)
+	@READER_BIN=$(READER_BIN) BENCH_DIR=$(BUILD)/reader-bench BZIMAGE=$(BZIMAGE) \
+		VM_RUN=$(VM_RUN) $(READER_SRC)/tests/bench_reader.sh
 
 reader-clean:
 	rm -rf $(READER_BUILD) $(READER_ASAN_BUILD) $(BUILD)/reader-e2e $(BUILD)/reader-bench

@@ -222,7 +222,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
       sorter.FinishRound(process);
       return;
     }
-    sorter.Push(RecordTime(rec, format_of(rec)), rec);
+    sorter.PushView(RecordTime(rec, format_of(rec)), rec);  // the file stays mapped
   });
   sorter.Flush(process);
 

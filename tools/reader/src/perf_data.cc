@@ -309,8 +309,7 @@ Result<FileFormats> FileFormats::Create(const std::vector<PerfFileAttr>& attrs) 
   return f;
 }
 
-SampleFormat FileFormats::For(Bytes rec) const {
-  if (uniform_) return first_;
+SampleFormat FileFormats::Lookup(Bytes rec) const {
   perf_event_header h;
   if (!ReadHeader(rec, &h) || rec.size() < sizeof(h) + 8) return first_;
   uint64_t id;

@@ -115,10 +115,11 @@ class PerfDataReader {
 class FileFormats {
  public:
   static Result<FileFormats> Create(const std::vector<PerfFileAttr>& attrs);
-  SampleFormat For(Bytes record) const;
+  SampleFormat For(Bytes record) const { return uniform_ ? first_ : Lookup(record); }
 
  private:
   FileFormats() = default;
+  SampleFormat Lookup(Bytes record) const;
   SampleFormat first_;
   bool uniform_ = true;
   std::unordered_map<uint64_t, SampleFormat> by_id_;

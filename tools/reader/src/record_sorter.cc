@@ -5,20 +5,30 @@
 
 namespace mmap3 {
 
-void RecordSorter::Push(std::optional<uint64_t> time, std::span<const uint8_t> record) {
+RecordSorter::Entry RecordSorter::MakeEntry(std::optional<uint64_t> time, size_t size,
+                                            uintptr_t where, bool view) {
   uint64_t t = time.value_or(last_time_);
   if (time) last_time_ = t;
   if (released_any_ && t < released_max_) ++late_;
   if (t > round_max_) round_max_ = t;
-  Entry e{t, seq_++, storage_.size(), record.size()};
   // Extend the sorted prefix while pushes arrive in order (the common case
   // for a single buffer), so Sort() has less to do.
   const bool in_order =
       sorted_prefix_ == entries_.size() && (entries_.empty() || entries_.back().time <= t);
-  storage_.resize(storage_.size() + (record.size() + 7) / 8);
-  std::memcpy(storage_.data() + e.offset, record.data(), record.size());
-  entries_.push_back(e);
-  if (in_order) sorted_prefix_ = entries_.size();
+  if (in_order) sorted_prefix_ = entries_.size() + 1;
+  return Entry{t, seq_++, where, static_cast<uint32_t>(size), view};
+}
+
+void RecordSorter::Push(std::optional<uint64_t> time, std::span<const uint8_t> record) {
+  const size_t offset = storage_.size();
+  entries_.push_back(MakeEntry(time, record.size(), offset, false));
+  storage_.resize(offset + (record.size() + 7) / 8);
+  std::memcpy(storage_.data() + offset, record.data(), record.size());
+}
+
+void RecordSorter::PushView(std::optional<uint64_t> time, std::span<const uint8_t> record) {
+  entries_.push_back(
+      MakeEntry(time, record.size(), reinterpret_cast<uintptr_t>(record.data()), true));
 }
 
 void RecordSorter::Sort() {
@@ -47,11 +57,12 @@ void RecordSorter::Compact(size_t released) {
   spare_.clear();
   for (size_t i = released; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
+    if (e.view) continue;
     const size_t words = (e.size + 7) / 8;
     const size_t offset = spare_.size();
-    spare_.insert(spare_.end(), storage_.begin() + static_cast<std::ptrdiff_t>(e.offset),
-                  storage_.begin() + static_cast<std::ptrdiff_t>(e.offset + words));
-    e.offset = offset;
+    spare_.insert(spare_.end(), storage_.begin() + static_cast<std::ptrdiff_t>(e.where),
+                  storage_.begin() + static_cast<std::ptrdiff_t>(e.where + words));
+    e.where = offset;
   }
   storage_.swap(spare_);
   entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(released));

@@ -6,8 +6,10 @@
 // round can be released, because anything still in a kernel buffer was written
 // after that previous round ended.
 //
-// Contract: Push() copies the record; callbacks get spans into the sorter's
-// storage valid only during the call.  Records without a timestamp are given
+// Contract: Push() copies the record (ring buffers are reused as soon as the
+// tail moves); PushView() keeps only a view, for bytes that outlive the
+// sorter (a mapped perf.data file).  Callbacks get spans valid only during
+// the call.  Records without a timestamp are given
 // the time of the latest record pushed before them (so they keep their place
 // relative to their own buffer).  Ties keep push order.
 #ifndef MMAP3_READER_RECORD_SORTER_H_
@@ -23,6 +25,7 @@ namespace mmap3 {
 class RecordSorter {
  public:
   void Push(std::optional<uint64_t> time, std::span<const uint8_t> record);
+  void PushView(std::optional<uint64_t> time, std::span<const uint8_t> record);
 
   // Ends a round: releases records up to the previous round's maximum.
   template <typename Fn>
@@ -46,9 +49,17 @@ class RecordSorter {
   struct Entry {
     uint64_t time;
     uint64_t seq;
-    size_t offset;  // into storage_, in u64 units
-    size_t size;    // bytes
+    uintptr_t where;  // offset into storage_ in u64 units, or a pointer (view)
+    uint32_t size;    // bytes (a record is at most 64 KiB)
+    bool view;
+    const uint8_t* Data(const std::vector<uint64_t>& storage) const {
+      return view ? reinterpret_cast<const uint8_t*>(where)
+                  : reinterpret_cast<const uint8_t*>(storage.data() + where);
+    }
   };
+  static_assert(sizeof(Entry) == 32);
+
+  Entry MakeEntry(std::optional<uint64_t> time, size_t size, uintptr_t where, bool view);
 
   template <typename Fn>
   size_t Release(uint64_t limit, Fn& fn);
@@ -74,8 +85,7 @@ size_t RecordSorter::Release(uint64_t limit, Fn& fn) {
   size_t n = 0;
   while (n < entries_.size() && entries_[n].time <= limit) {
     const Entry& e = entries_[n];
-    fn(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(storage_.data() + e.offset),
-                                e.size));
+    fn(std::span<const uint8_t>(e.Data(storage_), e.size));
     released_max_ = e.time;
     released_any_ = true;
     ++n;

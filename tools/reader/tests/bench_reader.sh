@@ -11,14 +11,47 @@
 #    synth: 64 processes mapping libc, libstdc++, ld.so and the bench
 #    program by MMAP2 + build-id, samples from two CPUs in FINISHED_ROUND
 #    rounds on up to 16 hot instructions per function) through decoding,
-#    timestamp ordering and attribution, in one thread: records/s per core.
+#    timestamp ordering and attribution, in one thread: records/s per core;
+#    records are views into the mapped file, as in report, and again copied
+#    into the sorter, as the live capture must.
 # 2. Time to a symbolized report of the same file: `mmap3-reader report`
 #    against `perf report --stdio --sort comm,dso,sym`, alternating, best of
 #    BENCH_ROUNDS each (wall and CPU time).
 # 3. Loss: `mmap3-reader record -a -F 10000` for 5 s on this machine's CPUs,
 #    each kept busy by a spinning process: lost records and samples.
+#    With BZIMAGE and VM_RUN set (make bench-reader does), the same again
+#    in the patched guest, where the capture is in MMAP3 mode.
+#
+#   bench_reader.sh loss DIR   only step 3, into DIR; prints "samples
+#                              samples/s/CPU lost-records lost-samples
+#                              lost-per-event mode" (what the guest runs)
 set -euo pipefail
 READER_BIN=${READER_BIN:?READER_BIN must point at mmap3-reader}
+
+# loss DIR: step 3; one line of numbers on stdout.
+loss() {
+	local dir=$1 cpus spinners=() rc=0 i
+	cpus=$(nproc)
+	mkdir -p "$dir"
+	echo "loss: $cpus CPUs" >&2  # the caller reads this from a guest's stderr
+	for ((i = 0; i < cpus; i++)); do
+		bash -c 'while :; do :; done' & spinners+=($!)
+	done
+	"$READER_BIN" record -q -a -F 10000 -d 5 --no-buildid-cache -o "$dir/loss.data" || rc=$?
+	kill "${spinners[@]}"
+	wait "${spinners[@]}" 2>/dev/null || true
+	[ $rc -eq 0 ] || { echo "bench-reader: record -a failed ($rc)" >&2; return 1; }
+	"$READER_BIN" report -i "$dir/loss.data" --format json | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["capture"]
+print(c["samples"], round(c["samples"] / 5 / int(sys.argv[1])), c["lost_records"], c["lost_samples"],
+      c["event_lost"], c["mode"])' "$cpus"
+}
+if [ "${1:-}" = loss ]; then
+	loss "${2:?loss DIR}"
+	exit
+fi
+
 BENCH=$(dirname "$READER_BIN")/mmap3_reader_bench
 B=${BENCH_DIR:-$(cd "$(dirname "$READER_BIN")/.." && pwd)/reader-bench}
 N=${BENCH_RECORDS:-10000000}
@@ -33,6 +66,7 @@ fi
 
 echo "replay (decode, ordering, attribution; one thread) ..." >&2
 replay=$("$BENCH" replay "$data" 3 | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
+replay_copy=$("$BENCH" replay "$data" 3 copy | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
 
 # secs CMD...: "wall cpu" seconds of one run, output to /dev/null
 secs() {
@@ -60,17 +94,19 @@ theirs=$(perf report -i "$data" --stdio --no-children --sort comm -F overhead,sa
 	awk '/^ *[0-9.]+%/ {s += $2} END {print s}')
 
 echo "loss: record -a -F 10000 for 5 s, $cpus CPUs busy ..." >&2
-spinners=()
-for ((i = 0; i < cpus; i++)); do
-	bash -c 'while :; do :; done' & spinners+=($!)
-done
-rc_rec=0
-"$READER_BIN" record -q -a -F 10000 -d 5 --no-buildid-cache -o "$B/loss.data" || rc_rec=$?
-kill "${spinners[@]}"
-wait "${spinners[@]}" 2>/dev/null || true
-[ $rc_rec -eq 0 ] || { echo "bench-reader: record -a failed ($rc_rec)" >&2; exit 1; }
-read -r lsamples lrec lsam levent mode < <("$READER_BIN" report -i "$B/loss.data" --format json |
-	python3 -c 'import json,sys; c = json.load(sys.stdin)["capture"]; print(c["samples"], c["lost_records"], c["lost_samples"], c["event_lost"], c["mode"])')
+host_loss=$(loss "$B")
+read -r lsamples lrate lrec lsam levent mode <<<"$host_loss"
+if [ -n "${BZIMAGE:-}" ]; then
+	echo "loss in the patched guest (MMAP3) ..." >&2
+	gdir=$B/guest-loss
+	rm -rf "$gdir" && mkdir -p "$gdir"
+	"$VM_RUN" --kernel "$BZIMAGE" --timeout 300 --env READER_BIN="$READER_BIN" -- \
+		"$0" loss /tmp/bench-loss >"$gdir/out" 2>"$gdir/err" ||
+		{ cat "$gdir/err" "$gdir/out" >&2; echo "bench-reader: the guest loss run failed" >&2; exit 1; }
+	# The guest's stderr and stdout arrive together.
+	read -r gsamples grate grec gsam gevent gmode < <(grep -v '^loss: ' "$gdir/out" | tail -n1)
+	gcpus=$(awk '/^loss: [0-9]+ CPUs$/ {print $2}' "$gdir/out" "$gdir/err")
+fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a / b}'; }
 cat <<EOT
@@ -80,8 +116,12 @@ $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $cpus CPUs ($(grep -m1 'model nam
 | measurement | result | target |
 |---|---|---|
 | replay of $N records (decode, ordering, attribution), one core | **$replay M records/s** | >= 20 M records/s |
+| the same, each record copied into the sorter as a live capture does | $replay_copy M records/s | |
 | symbolized report of those samples ($ours; perf counts $theirs): \`mmap3-reader report\` | $rw s wall, $rc s CPU | |
 | the same with \`perf report --stdio --sort comm,dso,sym\` (perf $(perf version 2>/dev/null | awk '{print $3}')) | $pw s wall, $pc s CPU | |
 | report speed-up over perf (best of $ROUNDS each, alternating) | **$(ratio "$pw" "$rw")x** wall, $(ratio "$pc" "$rc")x CPU | >= 10x |
-| \`record -a -F 10000\`, 5 s, $cpus CPUs busy ($mode): samples, lost records, lost samples, lost (per event) | $lsamples, **$lrec, $lsam, $levent** | zero lost |
+| \`record -a -F 10000\`, 5 s, $cpus CPUs busy, this host ($mode): samples (per CPU per s), lost records, lost samples, lost (per event) | $lsamples ($lrate), **$lrec, $lsam, $levent** | zero lost |
 EOT
+if [ -n "${BZIMAGE:-}" ]; then
+	echo "| the same in the patched 6.1.192 guest, $gcpus vCPUs under TCG ($gmode) | $gsamples ($grate), **$grec, $gsam, $gevent** | zero lost |"
+fi

@@ -13,9 +13,12 @@
 //                                       FINISHED_ROUND rounds, on at most
 //                                       IPS instructions per function (the
 //                                       hot ones; 0: any byte of it)
-//   mmap3_reader_bench replay FILE [REPEAT]
+//   mmap3_reader_bench replay FILE [REPEAT [copy]]
 //                                       replays FILE REPEAT times (default 3)
-//                                       and prints the best
+//                                       and prints the best; records are views
+//                                       into the mapped file (as report does),
+//                                       or with "copy" copied into the sorter
+//                                       (as the live capture must)
 //
 // Prints records per second on one core.  A measurement aid, not a test.
 #include <climits>
@@ -259,7 +262,9 @@ int Synth(const std::string& file, size_t total, uint64_t ips, std::vector<std::
   return 0;
 }
 
-int Replay(const std::string& file, int repeat) {
+// copy: push copies into the sorter, as the live capture must (its ring
+// buffers are reused); otherwise views into the mapped file, as report does.
+int Replay(const std::string& file, int repeat, bool copy) {
   auto r = PerfDataReader::Open(file);
   if (!r.ok()) {
     std::fprintf(stderr, "replay: %s\n", r.status().ToString().c_str());
@@ -287,7 +292,10 @@ int Replay(const std::string& file, int repeat) {
         sorter.FinishRound(process);
         return;
       }
-      sorter.Push(RecordTime(rec, f), rec);
+      if (copy)
+        sorter.Push(RecordTime(rec, f), rec);
+      else
+        sorter.PushView(RecordTime(rec, f), rec);
     });
     sorter.Flush(process);
     const double secs = Seconds(t0);
@@ -295,8 +303,9 @@ int Replay(const std::string& file, int repeat) {
     if (profile.bad_records() != 0 || profile.unattributed() != 0) return 1;
     best = std::min(best, secs);
   }
-  std::printf("best: %.2f M records/s on one core (%zu records, %.3f s)%s\n",
-              static_cast<double>(records) / best / 1e6, records, best, sum == 1 ? " " : "");
+  std::printf("best: %.2f M records/s on one core (%zu records, %.3f s, %s)%s\n",
+              static_cast<double>(records) / best / 1e6, records, best,
+              copy ? "copied into the sorter" : "views into the file", sum == 1 ? " " : "");
   return 0;
 }
 
@@ -307,6 +316,7 @@ int main(int argc, char** argv) {
     return Synth(argv[2], std::strtoull(argv[3], nullptr, 10), std::strtoull(argv[4], nullptr, 10),
                  std::vector<std::string>(argv + 5, argv + argc));
   if (argc >= 3 && std::strcmp(argv[1], "replay") == 0)
-    return Replay(argv[2], argc > 3 ? std::atoi(argv[3]) : 3);
+    return Replay(argv[2], argc > 3 ? std::atoi(argv[3]) : 3,
+                  argc > 4 && std::strcmp(argv[4], "copy") == 0);
   return InMemory(argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 10'000'000);
 }
