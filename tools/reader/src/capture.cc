@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "elf_file.h"
+#include "files.h"
 #include "linux/perf_event_mmap3.h"
 #include "proc_maps.h"
 #include "process_table.h"
@@ -29,6 +31,7 @@ constexpr uint64_t kFormatLost = 1u << 4;  // PERF_FORMAT_LOST, Linux 6.0+
 constexpr uint64_t kTagSignal = ~uint64_t{0};
 constexpr uint64_t kTagTick = ~uint64_t{0} - 1;
 constexpr uint64_t kTagDuration = ~uint64_t{0} - 2;
+constexpr uint64_t kTagHup = uint64_t{1} << 62;  // | event index: that task is gone
 constexpr long kTickNanos = 250'000'000;
 constexpr size_t kSidebandPages = 32;
 
@@ -111,9 +114,16 @@ Status Capture::Setup() {
   if ((options_.data_pages & (options_.data_pages - 1)) != 0 || options_.data_pages == 0)
     return Status::Failure("buffer size must be a power of two pages");
   if (options_.target == CaptureOptions::Target::kPids) {
+    // As perf's -p: a thread id stands for its whole process.  Samples and
+    // task records carry the process id, so that is what the synthesized
+    // records and the process model must use.
+    std::vector<pid_t> tgids;
     for (pid_t pid : options_.pids) {
       if (!ProcessExists(pid)) return Status::FromErrno(ESRCH, fmt::format("process {}", pid));
+      const pid_t tgid = ReadTgid(pid).value_or(pid);
+      if (std::find(tgids.begin(), tgids.end(), tgid) == tgids.end()) tgids.push_back(tgid);
     }
+    options_.pids = std::move(tgids);
   }
   if (Status s = DetectMode(); !s.ok()) return s;
   // A command runs with kCommand, and also with -a, where it only sets how
@@ -408,14 +418,14 @@ void Capture::CacheFile(uint32_t pid, uint64_t start, uint64_t end, const BuildI
     // The mapping is gone (a short-lived process).  The file at the path is
     // acceptable only if it still has this build-id: the id identifies the
     // contents, and the worker checks the copy again.
-    int path_fd = open(std::string(path).c_str(), O_RDONLY | O_CLOEXEC);
-    if (path_fd < 0) return;
-    auto path_id = ReadBuildIdFromFd(path_fd, std::string(path));
+    auto path_fd = OpenRegularFile(std::string(path));
+    if (!path_fd.ok()) return;
+    auto path_id = ReadBuildIdFromFd(*path_fd, std::string(path));
     if (!path_id.ok() || *path_id != id) {
-      close(path_fd);
+      close(*path_fd);
       return;
     }
-    fd = path_fd;
+    fd = *path_fd;
   }
   options_.cache->Add(id, std::string(path), *fd, priority);
 }
@@ -625,7 +635,13 @@ Status Capture::Run(CaptureSink& sink) {
   if (sfd < 0) return ErrnoStatus("signalfd");
 
   io_uring ring;
-  int rc = io_uring_queue_init(static_cast<unsigned>(buffers_.size() * 2 + 8), &ring, 0);
+  // -p ends when every target has exited (as perf record -p): each event
+  // reports POLLHUP once its task and the children it inherited to are gone.
+  // (Not with more events than a ring can watch: then SIGINT or -d ends it.)
+  const bool watch_hup =
+      options_.target == CaptureOptions::Target::kPids && events_.size() <= 16384;
+  const size_t entries = buffers_.size() * 2 + 8 + (watch_hup ? events_.size() : 0);
+  int rc = io_uring_queue_init(static_cast<unsigned>(entries), &ring, 0);
   if (rc < 0) {
     close(sfd);
     return Status::FromErrno(-rc, "io_uring_queue_init");
@@ -662,6 +678,15 @@ Status Capture::Run(CaptureSink& sink) {
     io_uring_sqe_set_data64(sqe, kTagDuration);
   }
   for (size_t i = 0; i < buffers_.size(); ++i) arm_poll(i);
+  std::vector<bool> hung_up(events_.size(), false);
+  size_t hangups = 0;
+  if (watch_hup) {
+    for (size_t i = 0; i < events_.size(); ++i) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      io_uring_prep_poll_add(sqe, events_[i].fd(), POLLHUP);
+      io_uring_sqe_set_data64(sqe, kTagHup | i);
+    }
+  }
   arm_signal();
   arm_tick();
 
@@ -719,6 +744,13 @@ Status Capture::Run(CaptureSink& sink) {
         arm_tick();
       } else if (tag == kTagDuration) {
         stop = true;
+      } else if (tag & kTagHup) {
+        const size_t i = tag & ~kTagHup;
+        if (cqe->res > 0 && (cqe->res & (POLLHUP | POLLERR)) && i < hung_up.size() &&
+            !hung_up[i]) {
+          hung_up[i] = true;
+          if (++hangups == hung_up.size()) stop = true;  // drained below, then after
+        }
       } else if (tag < buffers_.size()) {
         ++stats_.wakeups;
         // POLLHUP: every task of a per-task event has exited; polling again

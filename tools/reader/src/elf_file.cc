@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "files.h"
+
 namespace mmap3 {
 namespace {
 
@@ -65,9 +67,9 @@ BuildId FindBuildId(Elf* elf) {
 }  // namespace
 
 Result<ElfFile> ElfFile::Open(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open " + path);
-  return FromFd(fd, path);
+  auto fd = OpenRegularFile(path);
+  if (!fd.ok()) return fd.status();
+  return FromFd(*fd, path);
 }
 
 Result<ElfFile> ElfFile::FromFd(int fd, const std::string& name) {

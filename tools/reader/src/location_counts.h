@@ -1,5 +1,5 @@
-// Sample counts per location (comm, object, offset): the aggregation behind
-// every flat report row, updated once per sample.
+// Sample counts and summed periods per location (comm, object, offset): the
+// aggregation behind every flat report row, updated once per sample.
 //
 // An open-addressing table (linear probing, power-of-two capacity, at most
 // half full), because a profile has up to millions of distinct locations and
@@ -20,8 +20,9 @@ struct MappedObject;
 
 class LocationCounts {
  public:
-  void Add(uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n = 1) {
-    pending_[pending_size_++] = Pending{object, offset, n, comm};
+  void Add(uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n = 1,
+           uint64_t period = 1) {
+    pending_[pending_size_++] = Pending{object, offset, n, period, comm};
     if (pending_size_ == kBatch) Drain();
   }
 
@@ -30,12 +31,13 @@ class LocationCounts {
     return size_;
   }
 
-  // fn(comm, object, offset, count) for each location, in no defined order.
+  // fn(comm, object, offset, count, period) for each location, in no
+  // defined order.
   template <typename Fn>
   void ForEach(Fn&& fn) const {
     Drain();
     for (const Slot& s : slots_)
-      if (s.used) fn(s.comm, s.object, s.offset, s.count);
+      if (s.used) fn(s.comm, s.object, s.offset, s.count, s.period);
   }
 
  private:
@@ -43,6 +45,7 @@ class LocationCounts {
     const MappedObject* object;
     uint64_t offset;
     uint64_t count;
+    uint64_t period;
     uint32_t comm;
     uint32_t used;
   };
@@ -50,6 +53,7 @@ class LocationCounts {
     const MappedObject* object;
     uint64_t offset;
     uint64_t n;
+    uint64_t period;
     uint32_t comm;
     uint64_t hash;
   };
@@ -88,10 +92,11 @@ class LocationCounts {
       const Pending& p = pending_[i];
       Slot& s = Find(p.hash, p.comm, p.object, p.offset);
       if (!s.used) {
-        s = Slot{p.object, p.offset, 0, p.comm, 1};
+        s = Slot{p.object, p.offset, 0, 0, p.comm, 1};
         ++size_;
       }
       s.count += p.n;
+      s.period += p.period;
     }
     pending_size_ = 0;
   }

@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "files.h"
+
 namespace mmap3 {
 namespace {
 
@@ -180,8 +182,9 @@ Status PerfDataWriter::Finish(const std::vector<BuildIdEntry>& build_ids,
 Result<PerfDataReader> PerfDataReader::Open(const std::string& path) {
   PerfDataReader r;
   r.path_ = path;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open " + path);
+  auto opened = OpenRegularFile(path);  // pipe-mode input is not supported
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   struct stat st;
   if (fstat(fd, &st) != 0) {
     Status s = ErrnoStatus("stat " + path);

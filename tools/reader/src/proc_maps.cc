@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "elf_file.h"
+#include "files.h"
 
 namespace mmap3 {
 namespace {
@@ -114,9 +116,7 @@ std::string MapFilesPath(pid_t pid, uint64_t start, uint64_t end) {
 
 Result<int> OpenMappedFile(pid_t pid, uint64_t start, uint64_t end) {
   std::string path = MapFilesPath(pid, start, end);
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("open " + path);
-  return fd;
+  return OpenRegularFile(path);  // a mapping can be of a device file
 }
 
 Result<BuildId> ReadMappedBuildId(pid_t pid, uint64_t start, uint64_t end) {
@@ -128,6 +128,24 @@ Result<BuildId> ReadMappedBuildId(pid_t pid, uint64_t start, uint64_t end) {
 }
 
 bool ProcessExists(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+std::optional<pid_t> ParseTgid(std::string_view status) {
+  constexpr std::string_view kField = "\nTgid:";
+  size_t at = status.rfind("Tgid:", 0) == 0 ? 0 : status.find(kField);
+  if (at == std::string_view::npos) return std::nullopt;
+  at = status.find(':', at) + 1;
+  while (at < status.size() && (status[at] == ' ' || status[at] == '\t')) ++at;
+  pid_t v = 0;
+  auto [end, ec] = std::from_chars(status.data() + at, status.data() + status.size(), v);
+  if (ec != std::errc() || v <= 0) return std::nullopt;
+  return v;
+}
+
+std::optional<pid_t> ReadTgid(pid_t tid) {
+  auto text = ReadSmallFile(fmt::format("/proc/{}/status", tid));
+  if (!text.ok()) return std::nullopt;
+  return ParseTgid(*text);
+}
 
 std::vector<pid_t> ListProcesses() { return ListNumericDir("/proc"); }
 

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,11 @@ Result<int> OpenMappedFile(pid_t pid, uint64_t start, uint64_t end);
 Result<BuildId> ReadMappedBuildId(pid_t pid, uint64_t start, uint64_t end);
 
 bool ProcessExists(pid_t pid);
+// The process (thread group) a task belongs to, from /proc/TID/status: a
+// thread id gives its process's pid.  nullopt if the task is gone.
+std::optional<pid_t> ReadTgid(pid_t tid);
+// The "Tgid:" field of a /proc/PID/status text.
+std::optional<pid_t> ParseTgid(std::string_view status);
 std::vector<pid_t> ListProcesses();
 std::vector<pid_t> ListThreads(pid_t pid);
 // Contents of /proc/PID/task/TID/comm without the newline ("" if gone).

@@ -14,8 +14,12 @@ ProcessTable::Process& ProcessTable::GetProcess(uint32_t pid) {
 }
 
 void ProcessTable::OnFork(uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid) {
-  auto parent_comm = comms_.find(ptid);
-  if (parent_comm != comms_.end()) comms_[tid] = parent_comm->second;
+  // The child has its parent's name; a name left by an earlier task with
+  // this tid is not its.
+  if (auto parent_comm = comms_.find(ptid); parent_comm != comms_.end())
+    comms_[tid] = parent_comm->second;
+  else
+    comms_.erase(tid);
   if (pid == ppid) {
     // A new thread: same process, same address space.
     GetProcess(pid).threads.insert(tid);
@@ -52,11 +56,7 @@ void ProcessTable::OnExit(uint32_t pid, uint32_t tid) {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
   it->second.threads.erase(tid);
-  if (it->second.threads.empty()) {
-    processes_.erase(it);
-    comms_.erase(pid);
-  }
-  if (tid != pid) comms_.erase(tid);
+  if (it->second.threads.empty()) processes_.erase(it);
 }
 
 void ProcessTable::OnMmap(uint32_t pid, Mapping mapping) {
@@ -81,6 +81,7 @@ const AddressSpace* ProcessTable::Space(uint32_t pid) const {
 std::string ProcessTable::Comm(uint32_t pid, uint32_t tid) const {
   if (auto it = comms_.find(tid); it != comms_.end()) return it->second;
   if (auto it = comms_.find(pid); it != comms_.end()) return it->second;
+  if (pid == 0 && tid == 0) return "swapper";
   return fmt::format(":{}", tid);
 }
 

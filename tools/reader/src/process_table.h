@@ -7,7 +7,11 @@
 //    other).  The child inherits the parent thread's command name.
 //  - COMM with the exec bit gives the process a fresh, empty address space.
 //  - EXIT of a thread forgets the thread; when the last known thread of a
-//    process exits, the process (and its address space) is dropped.
+//    process exits, the process (and its address space) is dropped.  The
+//    thread's command name stays until a FORK or COMM reuses the tid: the
+//    kernel writes EXIT before it tears the memory down, and samples of
+//    that (kernel) work still belong to the command.
+//  - pid 0 is the idle task: "swapper", as perf calls it.
 //  - Unknown pids get an empty process on first use, so records from tasks
 //    that predate the capture are still accounted.
 // Kernel mappings (pid -1 in MMAP records) live in a separate kernel space.
@@ -38,7 +42,8 @@ class ProcessTable {
   // The mapping covering `addr` in `pid` (or the kernel space), or nullptr.
   const Mapping* FindUser(uint32_t pid, uint64_t addr) const;
   const Mapping* FindKernel(uint64_t addr) const { return kernel_.Find(addr); }
-  // Command name of a thread, falling back to its process, then ":<tid>".
+  // Command name of a thread, falling back to its process, then ":<tid>"
+  // ("swapper" for the idle task).
   std::string Comm(uint32_t pid, uint32_t tid) const;
 
   bool HasProcess(uint32_t pid) const { return processes_.count(pid) != 0; }

@@ -116,6 +116,7 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, bool kernel) const {
 
 void Profile::OnSample(const SampleRecord& s) {
   ++samples_;
+  period_ += s.period;
   auto cached = comm_of_tid_.find(s.tid);
   if (cached == comm_of_tid_.end())
     cached = comm_of_tid_.emplace(s.tid, InternComm(processes_.Comm(s.pid, s.tid))).first;
@@ -123,7 +124,7 @@ void Profile::OnSample(const SampleRecord& s) {
   const bool kernel = IsKernelMode(s.misc);
   Frame leaf = Resolve(s.pid, s.ip, kernel);
   if (leaf.object == nullptr) ++unattributed_;
-  flat_.Add(comm, leaf.object, leaf.offset);
+  flat_.Add(comm, leaf.object, leaf.offset, 1, s.period);
 
   if (!options_.callchains) return;
   std::vector<std::pair<const MappedObject*, uint64_t>> frames;
@@ -160,6 +161,7 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   ReportModel model;
   model.mode = mode;
   model.samples = samples_;
+  model.period = period_;
   model.lost_records = lost_records_;
   model.lost_samples = lost_samples_;
   model.bad_records = bad_records_;
@@ -184,19 +186,29 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
     }
   };
   static const std::string kUnknown = "[unknown]";
-  std::unordered_map<RowKey, uint64_t, RowKeyHash> rows;
-  flat_.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t count) {
+  struct RowSums {
+    uint64_t samples = 0, period = 0;
+  };
+  std::unordered_map<RowKey, RowSums, RowKeyHash> rows;
+  flat_.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t count,
+                    uint64_t period) {
     const std::string* symbol =
         object != nullptr ? &symbolizer.Symbolize(*object, offset) : &kUnknown;
-    rows[RowKey{comm, object, symbol}] += count;
+    RowSums& sums = rows[RowKey{comm, object, symbol}];
+    sums.samples += count;
+    sums.period += period;
   });
-  for (const auto& [key, count] : rows) {
+  for (const auto& [key, sums] : rows) {
     const uint32_t comm = key.comm;
     const MappedObject* object = key.object;
     const std::string& symbol = *key.symbol;
     ReportRow row;
-    row.samples = count;
-    row.percent = samples_ ? 100.0 * static_cast<double>(count) / static_cast<double>(samples_) : 0;
+    // Overhead is the share of the period, as perf computes it: samples of a
+    // frequency-mode event stand for different amounts of the event.
+    row.samples = sums.samples;
+    row.period = sums.period;
+    row.percent =
+        period_ ? 100.0 * static_cast<double>(sums.period) / static_cast<double>(period_) : 0;
     row.comm = comms_[comm];
     row.symbol = symbol;
     if (object != nullptr) {

@@ -94,6 +94,7 @@ class Profile {
       stacks_;
   std::vector<MappingEntry> mappings_;
   uint64_t samples_ = 0, lost_records_ = 0, lost_samples_ = 0, bad_records_ = 0;
+  uint64_t period_ = 0;  // sum of the samples' periods: what overhead is a share of
   uint64_t unattributed_ = 0;
 };
 

@@ -62,6 +62,7 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
   json rows = json::array();
   for (const ReportRow& r : m.rows) {
     rows.push_back({{"samples", r.samples},
+                    {"period", r.period},
                     {"percent", r.percent},
                     {"comm", r.comm},
                     {"path", r.path},
@@ -73,6 +74,7 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
               {"capture",
                {{"mode", m.mode},
                 {"samples", m.samples},
+                {"period", m.period},
                 {"lost_records", m.lost_records},
                 {"lost_samples", m.lost_samples},
                 {"event_lost", m.event_lost < 0 ? json(nullptr) : json(m.event_lost)},

@@ -6,16 +6,19 @@
 //   "schema": "mmap3-reader-report/1",
 //   "capture": {
 //     "mode": "mmap3" | "mmap2-build-id" | "mmap2" | "perf.data",
-//     "samples": N, "lost_records": N, "lost_samples": N, "event_lost": N | null,
+//     "samples": N, "period": N, "lost_records": N, "lost_samples": N,
+//     "event_lost": N | null,
 //     "bad_records": N,
 //     "mappings_by_source": {"mmap3": N, "mmap2": N, "map_files": N, ...},
 //     "mappings": [{"pid": N, "start": "0x..", "end": "0x..", "pgoff": "0x..",
 //                   "path": "...", "build_id": "hex" | "", "source": "..."}]
 //   },
-//   "rows": [{"samples": N, "percent": F, "comm": "...", "path": "...",
-//             "build_id": "full hex" | "", "symbol": "...", "source": "..."}]
+//   "rows": [{"samples": N, "period": N, "percent": F, "comm": "...",
+//             "path": "...", "build_id": "full hex" | "", "symbol": "...",
+//             "source": "..."}]
 // }
-// Rows are sorted by samples, descending.  Folded output (`--format folded`)
+// Rows are sorted by samples, descending.  "percent" (the text report's
+// Overhead) is the row's share of the summed sample periods, as in perf.  Folded output (`--format folded`)
 // is "comm;outermost;...;leaf count" per line, for flamegraph.pl.
 #ifndef MMAP3_READER_REPORT_H_
 #define MMAP3_READER_REPORT_H_
@@ -33,7 +36,8 @@ namespace mmap3 {
 
 struct ReportRow {
   uint64_t samples = 0;
-  double percent = 0;
+  uint64_t period = 0;  // summed sample periods
+  double percent = 0;   // share of the capture's period
   std::string comm;
   std::string path;
   BuildId build_id;
@@ -57,6 +61,7 @@ struct ReportStack {
 struct ReportModel {
   std::string mode;
   uint64_t samples = 0;
+  uint64_t period = 0;
   uint64_t lost_records = 0;
   uint64_t lost_samples = 0;
   // Per-event lost counts from read_format LOST at the end of the capture

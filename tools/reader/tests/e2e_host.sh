@@ -86,6 +86,7 @@ build() {
 	cp "$W/v1.so" "$W/lib/libe2e.so"
 	$CC $CFLAGS -o "$W/prog" "$HERE/e2e/prog.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
 	for c in a b c; do cp "$W/prog" "$W/prog_$c"; done
+	$CC $CFLAGS -pthread -o "$W/threads" "$HERE/e2e/threads.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
 }
 
 t_record_command_finds_symbols() {
@@ -232,6 +233,38 @@ t_attach_to_running_pid() {
 	json_check "$W/pid.json" "d['capture']['mappings_by_source']['map_files'] >= 2"
 }
 
+t_pid_capture_ends_when_its_process_exits() {
+	# As perf record -p: the capture ends by itself once every target exited.
+	"$W/prog" 600 & local pid=$!
+	sleep 0.2
+	local rc=0 start=$SECONDS
+	timeout 30 "$READER_BIN" record -q -p $pid -o "$W/pidexit.data" --no-buildid-cache || rc=$?
+	wait $pid 2>/dev/null || true
+	[ $rc -eq 0 ] || fail "record -p did not end with its process (exit $rc; 124 = still running after 30 s)"
+	echo "NOTE: ended $((SECONDS - start)) s after it started"
+	"$READER_BIN" report -i "$W/pidexit.data" --format json >"$W/pidexit.json"
+	json_check "$W/pidexit.json" "len(find('e2e_main_hot', 'prog')) == 1"
+}
+
+t_pid_of_a_thread_means_its_process() {
+	# -p with a thread id profiles the whole process, attributed to it (the
+	# samples carry the process id, so the mappings must be under it too).
+	"$W/threads" 1500 >"$W/threads.out" & local pid=$!
+	local tid="" i
+	for i in $(seq 100); do
+		tid=$(awk '/^tid / {print $2}' "$W/threads.out")
+		[ -n "$tid" ] && break
+		sleep 0.05
+	done
+	[ -n "$tid" ] && [ "$tid" != "$pid" ] || { kill $pid; fail "no worker thread id"; }
+	"$READER_BIN" record -q -p "$tid" -d 1 -o "$W/tid.data" --no-buildid-cache || { kill $pid; fail "record -p TID"; }
+	kill $pid 2>/dev/null || true
+	wait $pid 2>/dev/null || true
+	"$READER_BIN" report -i "$W/tid.data" --format json >"$W/tid.json"
+	json_check "$W/tid.json" "len(find('e2e_v1_hot', 'threads')) == 1"
+	json_check "$W/tid.json" "sum(r['samples'] for r in rows if r['path'] == '[unknown]') * 10 < d['capture']['samples']"
+}
+
 t_ctrl_c_drains_and_writes() {
 	"$READER_BIN" record -q -a -F 1000 -o "$W/sigint.data" --no-buildid-cache & local rp=$!
 	# Long enough to outlast the synthesis of every running process.
@@ -293,6 +326,7 @@ fi
 tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its_symbols
        t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
        t_perf_reads_our_file t_we_read_perf_files t_attach_to_running_pid
+       t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
        t_ctrl_c_drains_and_writes t_errors_are_clear t_permission_error_names_paranoid)
 echo "[==========] Running ${#tests[@]} tests from $SUITE"
 for t in "${tests[@]}"; do run "${t#t_}" "$t"; done

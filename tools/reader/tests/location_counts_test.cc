@@ -11,10 +11,13 @@ namespace {
 
 using Key = std::tuple<uint32_t, const MappedObject*, uint64_t>;
 
-std::map<Key, uint64_t> Collect(const LocationCounts& counts) {
+std::map<Key, uint64_t> Collect(const LocationCounts& counts,
+                                std::map<Key, uint64_t>* periods = nullptr) {
   std::map<Key, uint64_t> out;
-  counts.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n) {
+  counts.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n,
+                     uint64_t period) {
     EXPECT_TRUE(out.emplace(Key{comm, object, offset}, n).second) << "location listed twice";
+    if (periods) (*periods)[Key{comm, object, offset}] = period;
   });
   return out;
 }
@@ -41,15 +44,20 @@ TEST(LocationCounts, AgreesWithAMapThroughGrowth) {
   std::mt19937_64 rng(7);
   LocationCounts counts;
   std::map<Key, uint64_t> want;
+  std::map<Key, uint64_t> want_period;
   for (int i = 0; i < 200000; ++i) {
     const uint32_t comm = static_cast<uint32_t>(rng() % 3);
     const auto* object = reinterpret_cast<const MappedObject*>((rng() % 4) * 64);
     const uint64_t offset = (rng() % 20000) * 4;
-    counts.Add(comm, object, offset);
+    const uint64_t period = 1 + rng() % 1000;
+    counts.Add(comm, object, offset, 1, period);
     ++want[{comm, object, offset}];
+    want_period[{comm, object, offset}] += period;
   }
   EXPECT_EQ(counts.size(), want.size());
-  EXPECT_EQ(Collect(counts), want);
+  std::map<Key, uint64_t> periods;
+  EXPECT_EQ(Collect(counts, &periods), want);
+  EXPECT_EQ(periods, want_period);
 }
 
 TEST(LocationCounts, EmptyHasNothing) {

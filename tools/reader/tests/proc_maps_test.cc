@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
+#include <thread>
 
 #include "capture.h"
 #include "elf_file.h"
@@ -78,6 +80,27 @@ TEST(ProcMapsTest, MissingMappingIsAnError) {
   EXPECT_FALSE(id.ok());
   EXPECT_FALSE(ProcessExists(0));
   EXPECT_TRUE(ProcessExists(getpid()));
+}
+
+TEST(ProcMapsTest, TgidOfAThreadIsItsProcess) {
+  EXPECT_EQ(ParseTgid("Name:\tx\nUmask:\t0022\nState:\tR\nTgid:\t4242\nNgid:\t0\nPid:\t4250\n"), 4242);
+  EXPECT_EQ(ParseTgid("Tgid: 7\n"), 7);
+  EXPECT_EQ(ParseTgid("Name:\tx\nPid:\t5\n"), std::nullopt);
+  EXPECT_EQ(ParseTgid("Name:\tTgid:\nTgid:\tx\n"), std::nullopt);
+  // A live thread of this process gives this process.
+  std::promise<pid_t> started;
+  std::promise<void> done;
+  std::thread t([&] {
+    started.set_value(gettid());
+    done.get_future().wait();
+  });
+  const pid_t tid = started.get_future().get();
+  EXPECT_NE(tid, getpid());
+  EXPECT_EQ(ReadTgid(tid), getpid());
+  done.set_value();
+  t.join();
+  EXPECT_EQ(ReadTgid(getpid()), getpid());
+  EXPECT_EQ(ReadTgid(0x3fffffff), std::nullopt);
 }
 
 TEST(CaptureHelpersTest, ParsesCpuLists) {

@@ -85,6 +85,24 @@ TEST(ProcessTableTest, ExitDropsTheProcessWithItsLastThread) {
 TEST(ProcessTableTest, UnknownThreadsGetAPlaceholderName) {
   ProcessTable t;
   EXPECT_EQ(t.Comm(5, 6), ":6");
+  EXPECT_EQ(t.Comm(0, 0), "swapper");  // the idle task, as perf names it
+}
+
+TEST(ProcessTableTest, NameOutlivesExitUntilTheTidIsReused) {
+  ProcessTable t;
+  t.OnComm(100, 100, "app", true);
+  t.OnFork(100, 100, 101, 100);
+  t.OnExit(100, 101);
+  t.OnExit(100, 100);
+  // The kernel tears the memory down after EXIT; those samples are app's.
+  EXPECT_EQ(t.Comm(100, 100), "app");
+  EXPECT_EQ(t.Comm(100, 101), "app");
+  // A new task with that tid takes its parent's name, or none.
+  t.OnComm(50, 50, "sh", true);
+  t.OnFork(100, 50, 100, 50);
+  EXPECT_EQ(t.Comm(100, 100), "sh");
+  t.OnFork(101, 77, 101, 77);  // parent unknown: not the dead thread's name
+  EXPECT_EQ(t.Comm(101, 101), ":101");
 }
 
 TEST(ProcessTableTest, KernelMappingsAreSeparate) {

@@ -270,6 +270,64 @@ TEST(ProfileTest, FoldedStacksRunFromOutermostToLeaf) {
   EXPECT_EQ(m.stacks[0].samples, 3u);
 }
 
+TEST(ProfileTest, OverheadIsTheShareOfThePeriod) {
+  // A frequency-mode event: samples stand for different amounts of the
+  // event.  perf's Overhead weights them by period; so do we.
+  Profile p({});
+  p.SetFormat(kFormat);
+  p.Process(Comm(1, "many", 1));
+  p.Process(Comm(2, "heavy", 2));
+  auto sample = [&](uint32_t pid, uint64_t period, uint64_t time) {
+    SampleRecord s;
+    s.misc = PERF_RECORD_MISC_USER;
+    s.pid = s.tid = pid;
+    s.ip = 0x1000;
+    s.time = time;
+    s.period = period;
+    return EncodeSample(s, {}, kFormat);
+  };
+  for (uint64_t t = 3; t < 6; ++t) p.Process(sample(1, 100, t));
+  p.Process(sample(2, 900, 6));
+  SymbolSearch s;
+  DsoStore store(s);
+  Symbolizer sym(store);
+  ReportModel m = p.BuildReport(sym, "t");
+  EXPECT_EQ(m.samples, 4u);
+  EXPECT_EQ(m.period, 1200u);
+  ASSERT_EQ(m.rows.size(), 2u);
+  EXPECT_EQ(m.rows[0].comm, "many");  // sorted by samples
+  EXPECT_EQ(m.rows[0].samples, 3u);
+  EXPECT_EQ(m.rows[0].period, 300u);
+  EXPECT_DOUBLE_EQ(m.rows[0].percent, 25.0);
+  EXPECT_EQ(m.rows[1].comm, "heavy");
+  EXPECT_DOUBLE_EQ(m.rows[1].percent, 75.0);
+}
+
+TEST(ProfileTest, FoldedStacksCrossFromKernelToUser) {
+  ProfileOptions o;
+  o.callchains = true;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Comm(7, "app", 1));
+  p.Process(Mmap(7, "/x/lib.so", nullptr, 2));
+  const uint64_t kernel = static_cast<uint64_t>(PERF_CONTEXT_KERNEL);
+  const uint64_t user = static_cast<uint64_t>(PERF_CONTEXT_USER);
+  // A syscall: two kernel frames, then the user frames that made it.
+  p.Process(Sample(7, 0xffffffff81000040, 3,
+                   {kernel, 0xffffffff81000040, 0xffffffff81000031, user, kBase + 0x21, kBase + 0x11},
+                   /*kernel=*/true));
+  SymbolSearch s;
+  s.debug_dir = "";
+  s.kernel_notes = "/nonexistent";
+  DsoStore store(s);
+  Symbolizer sym(store);
+  ReportModel m = p.BuildReport(sym, "t");
+  ASSERT_EQ(m.stacks.size(), 1u);
+  EXPECT_EQ(m.stacks[0].folded,
+            "app;[unknown]+0x10;[unknown]+0x20;[unknown]+0xffffffff81000030;"
+            "[unknown]+0xffffffff81000040");
+}
+
 TEST(ProfileTest, BadRecordsAndLostCountsAreCounted) {
   Profile p({});
   p.SetFormat(kFormat);

@@ -1,0 +1,22 @@
+// Opening files whose paths come from records, captures or the command line.
+//
+// A recorded path (or a map_files entry) can name a FIFO, a terminal or a
+// device: opening one for reading may block forever or have side effects,
+// and reading one is never what we want.  OpenRegularFile() opens without
+// blocking and accepts only regular files.
+#ifndef MMAP3_READER_FILES_H_
+#define MMAP3_READER_FILES_H_
+
+#include <string>
+
+#include "result.h"
+
+namespace mmap3 {
+
+// Read-only, close-on-exec descriptor of a regular file; the caller owns it.
+// Anything else is an error naming the path and what it is.
+Result<int> OpenRegularFile(const std::string& path);
+
+}  // namespace mmap3
+
+#endif  // MMAP3_READER_FILES_H_
