@@ -161,19 +161,33 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   int64_t event_lost = -1;
   uint64_t ring_bad = 0;
   if (!r.meta_json().empty()) {
+    // Our own section, but from a file: every field is checked for its type
+    // (json::value() throws on a mistyped one) and a bad one is ignored.
     json meta = json::parse(r.meta_json(), nullptr, /*allow_exceptions=*/false);
+    auto field = [&](const json& o, const char* key) -> const json* {
+      auto it = o.find(key);
+      return it == o.end() ? nullptr : &*it;
+    };
     if (meta.is_object()) {
-      mode = meta.value("mode", mode);
-      if (meta.contains("event_lost") && meta["event_lost"].is_number())
-        event_lost = meta["event_lost"].get<int64_t>();
-      if (meta.contains("bad_size") && meta["bad_size"].is_number_unsigned())
-        ring_bad = meta["bad_size"].get<uint64_t>();
-      if (meta.contains("overrides") && meta["overrides"].is_array()) {
-        for (const json& o : meta["overrides"]) {
+      if (const json* m = field(meta, "mode"); m && m->is_string()) mode = m->get<std::string>();
+      if (const json* e = field(meta, "event_lost"); e && e->is_number_integer())
+        event_lost = e->get<int64_t>();
+      if (const json* b = field(meta, "bad_size"); b && b->is_number_unsigned())
+        ring_bad = b->get<uint64_t>();
+      if (const json* list = field(meta, "overrides"); list && list->is_array()) {
+        for (const json& o : *list) {
           if (!o.is_object()) continue;
-          auto id = BuildId::FromHex(o.value("build_id", ""));
-          if (!id || o.value("source", "") != "map_files") continue;
-          overrides.Add(o.value("pid", 0u), o.value("start", uint64_t{0}), *id,
+          const json* pid = field(o, "pid");
+          const json* start = field(o, "start");
+          const json* id_hex = field(o, "build_id");
+          const json* source = field(o, "source");
+          if (!pid || !pid->is_number_unsigned() || !start || !start->is_number_unsigned() ||
+              !id_hex || !id_hex->is_string() || !source || !source->is_string() ||
+              source->get<std::string>() != "map_files")
+            continue;
+          auto id = BuildId::FromHex(id_hex->get<std::string>());
+          if (!id) continue;
+          overrides.Add(static_cast<uint32_t>(pid->get<uint64_t>()), start->get<uint64_t>(), *id,
                         BuildIdSource::kMapFiles);
         }
       }

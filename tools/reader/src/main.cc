@@ -78,9 +78,27 @@ std::vector<pid_t> ParsePids(const std::string& list, std::string* error) {
   return pids;
 }
 
+int Main(int argc, char** argv);
+
 }  // namespace
 
+// Nothing is expected to throw; if something does (out of memory, a
+// library's exception on input we did not foresee), say so and exit 1
+// rather than abort.
 int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "mmap3-reader: error: out of memory\n");
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mmap3-reader: error: {}\n", e.what());
+  }
+  return kExitFailure;
+}
+
+namespace {
+
+int Main(int argc, char** argv) {
   CLI::App app{"mmap3-reader: a profiler that attributes samples by build-id"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for all subcommands");
@@ -248,3 +266,5 @@ int main(int argc, char** argv) {
   }
   return kExitUsage;
 }
+
+}  // namespace

@@ -242,6 +242,10 @@ Status PerfDataReader::Parse() {
   if (h.attr_size <= sizeof(FileSection) || h.attr_size > 4096)
     return Status::Failure(path_ + ": corrupt attr size");
   const size_t attr_bytes = h.attr_size - sizeof(FileSection);
+  // Each attr's ids are a section of the file; sections that overlap (a
+  // crafted file can point every attr at the whole file) would multiply
+  // the memory we copy them into.  Valid files need at most the file size.
+  uint64_t ids_total = 0;
   for (uint64_t off = 0; off + h.attr_size <= h.attrs.size; off += h.attr_size) {
     PerfFileAttr a;
     const uint8_t* p = base_ + h.attrs.offset + off;
@@ -249,6 +253,9 @@ Status PerfDataReader::Parse() {
     FileSection ids;
     std::memcpy(&ids, p + attr_bytes, sizeof(ids));
     if (!in_file(ids)) return Status::Failure(path_ + ": corrupt attr id section");
+    ids_total += ids.size;
+    if (ids_total > size_)
+      return Status::Failure(path_ + ": corrupt attr id sections (they overlap)");
     a.ids.resize(ids.size / sizeof(uint64_t));
     if (!a.ids.empty())
       std::memcpy(a.ids.data(), base_ + ids.offset, a.ids.size() * sizeof(uint64_t));

@@ -109,6 +109,29 @@ TEST(RunReportTest, ReplaysAFileInTimestampOrderAcrossRounds) {
   EXPECT_EQ(m->event_lost, 0);
 }
 
+TEST(RunReportTest, MistypedMetadataIsIgnoredNotFatal) {
+  // Our metadata section comes from a file like everything else.
+  TempDir dir;
+  const std::string file = dir.File("perf.data");
+  {
+    auto w = PerfDataWriter::Create(file, {Attr()});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Write(Comm(5, "app", 1)).ok());
+    ASSERT_TRUE(w->Write(Sample(5, 0x10, 2)).ok());
+    ASSERT_TRUE(w->Finish({}, R"({"mode": 7, "event_lost": "many", "bad_size": -1,
+        "overrides": [{"pid": "x", "start": 1, "build_id": "11", "source": "map_files"},
+                      {"pid": 5, "start": {}, "build_id": 3, "source": ["map_files"]}, 42]})")
+                    .ok());
+  }
+  ReportOptions o;
+  o.input = file;
+  auto m = RunReport(o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->mode, "perf.data");  // the mistyped mode is not used
+  EXPECT_EQ(m->event_lost, -1);
+  EXPECT_EQ(m->samples, 1u);
+}
+
 TEST(RunReportTest, PerfHeaderTableIsUsedOnlyForUnambiguousPaths) {
   TempDir dir;
   const std::string file = dir.File("perf.data");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "fixtures.h"
@@ -123,6 +124,36 @@ TEST(PerfDataTest, CorruptRecordSizeStopsIterationAndIsReported) {
   int n = 0;
   EXPECT_EQ(r->ForEachRecord([&](Bytes) { ++n; }), 1u);
   EXPECT_EQ(n, 1);
+}
+
+TEST(PerfDataTest, OverlappingIdSectionsAreRejected) {
+  // Every attr pointing its ids at the whole file: valid sections add up to
+  // at most the file, these to (attrs x file size).  Refused, not copied.
+  TempDir dir;
+  const std::string path = dir.File("perf.data");
+  {
+    auto w = PerfDataWriter::Create(path, {Attr(), Attr(), Attr()});
+    ASSERT_TRUE(w.ok());
+    CommRecord c;
+    c.comm = "x";
+    ASSERT_TRUE(w->Write(EncodeComm(c, kFormat)).ok());
+    ASSERT_TRUE(w->Finish({}, "").ok());
+  }
+  ASSERT_TRUE(PerfDataReader::Open(path).ok());
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t attrs[2], attr_size, file_size = std::filesystem::file_size(path);
+  f.seekg(16);
+  f.read(reinterpret_cast<char*>(&attr_size), 8);
+  f.read(reinterpret_cast<char*>(attrs), 16);
+  for (uint64_t off = attrs[0]; off + attr_size <= attrs[0] + attrs[1]; off += attr_size) {
+    const uint64_t whole[2] = {0, file_size / 8 * 8};
+    f.seekp(static_cast<std::streamoff>(off + attr_size - 16));
+    f.write(reinterpret_cast<const char*>(whole), 16);
+  }
+  f.close();
+  auto r = PerfDataReader::Open(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("overlap"), std::string::npos) << r.status().ToString();
 }
 
 }  // namespace
