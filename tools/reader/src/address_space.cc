@@ -12,6 +12,7 @@ const char* BuildIdSourceName(BuildIdSource source) {
     case BuildIdSource::kMapFiles: return "map_files";
     case BuildIdSource::kPerfHeader: return "perf_header";
     case BuildIdSource::kKernelNotes: return "kernel_notes";
+    case BuildIdSource::kVdso: return "vdso";
   }
   return "?";
 }

@@ -28,8 +28,9 @@ enum class BuildIdSource : uint8_t {
   kMapFiles,     // read by us from /proc/PID/map_files/<range> (the mapped inode)
   kPerfHeader,   // perf.data HEADER_BUILD_ID table, matched by path (perf's files)
   kKernelNotes,  // the kernel image: /sys/kernel/notes
+  kVdso,         // read by us from the process's [vdso] mapping (/proc/PID/mem)
 };
-inline constexpr int kBuildIdSourceCount = 6;
+inline constexpr int kBuildIdSourceCount = 7;
 const char* BuildIdSourceName(BuildIdSource source);
 
 struct MappedObject {

@@ -30,6 +30,9 @@ std::string CachePathComponent(const std::string& path) {
   return p;
 }
 
+// The file's name under <path>/<build-id>/: perf calls the vDSO's "vdso".
+std::string CacheFileName(const std::string& path) { return path == "[vdso]" ? "vdso" : "elf"; }
+
 Status MakeDirs(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -106,7 +109,7 @@ std::string DefaultBuildIdCacheDir() {
 
 std::string BuildIdCache::ElfPath(const std::string& dir, const std::string& path,
                                   const BuildId& id) {
-  return dir + "/" + CachePathComponent(path) + "/" + id.Hex() + "/elf";
+  return dir + "/" + CachePathComponent(path) + "/" + id.Hex() + "/" + CacheFileName(path);
 }
 
 std::string BuildIdCache::LinkPath(const std::string& dir, const BuildId& id) {
@@ -132,7 +135,7 @@ Status BuildIdCache::Insert(const std::string& dir, const BuildId& id, const std
     ++stats->failed;
     return s;
   }
-  const std::string elf = id_dir + "/elf";
+  const std::string elf = id_dir + "/" + CacheFileName(path);
   const std::string tmp = elf + ".tmp";
   if (Status s = CopyWithUring(fd, tmp); !s.ok()) {
     unlink(tmp.c_str());

@@ -1,6 +1,7 @@
 // A build-id cache in perf's layout, filled off the record path.
 //
-//   <dir>/<path>/<build-id hex>/elf          the copied file
+//   <dir>/<path>/<build-id hex>/elf          the copied file ("vdso" for the
+//                                            vDSO, whose <path> is "[vdso]")
 //   <dir>/.build-id/<xx>/<rest> -> ../../<path>/<build-id hex>
 //                                            (xx: first two hex digits)
 // which is what `perf buildid-cache` and `perf report` use.

@@ -166,6 +166,8 @@ Status Capture::DetectMode() {
     }
     mode_reason_ = "kernel advertises MMAP3 but rejected the attr bit: " + fd.status().ToString();
   }
+  if (options_.require_mmap3)
+    return Status::Failure("--mode mmap3 needs a kernel with PERF_RECORD_MMAP3: " + mode_reason_);
   if (options_.max_mode != CaptureMode::kMmap2) {
     perf_event_attr a = probe;
     a.build_id = 1;
@@ -375,6 +377,14 @@ Result<int> OpenMapping(uint32_t pid, uint64_t start, uint64_t end) {
 
 }  // namespace
 
+BuildId Capture::VdsoBuildId(uint32_t pid, uint64_t start, uint64_t end) {
+  auto fd = ReadVdsoImage(static_cast<pid_t>(pid), start, end);
+  if (!fd.ok()) return {};
+  auto id = ReadBuildIdFromFd(*fd, "[vdso]");
+  close(*fd);
+  return id.ok() ? *id : BuildId();
+}
+
 BuildId Capture::MappedBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* error) {
   auto fd = OpenMapping(pid, start, end);
   if (!fd.ok()) {
@@ -409,9 +419,15 @@ BuildId Capture::MappedBuildId(uint32_t pid, uint64_t start, uint64_t end, std::
 
 void Capture::CacheFile(uint32_t pid, uint64_t start, uint64_t end, const BuildId& id,
                         std::string_view path, BuildIdCache::Priority priority) {
-  if (options_.cache == nullptr || id.empty() || IsSpecialPath(path) ||
-      options_.cache->Seen(id))
+  if (options_.cache == nullptr || id.empty() || options_.cache->Seen(id)) return;
+  if (path == "[vdso]") {
+    // No file: the image comes from the process's memory.  The cache checks
+    // the copy's build-id, so another image is never stored under this id.
+    if (auto fd = ReadVdsoImage(static_cast<pid_t>(pid), start, end); fd.ok())
+      options_.cache->Add(id, "[vdso]", *fd, priority);
     return;
+  }
+  if (IsSpecialPath(path)) return;
   // Opening pins the inode; the copy itself happens on the cache's worker.
   auto fd = OpenMapping(pid, start, end);
   if (!fd.ok()) {
@@ -465,6 +481,20 @@ void Capture::HandleRecord(Bytes record, CaptureSink& sink) {
       m.format == MmapFormat::kMmap3 &&
       (st == PERF_MMAP3_BUILD_ID_NO_NOTE || st == PERF_MMAP3_BUILD_ID_NOT_ELF ||
        st == PERF_MMAP3_BUILD_ID_NO_FILE || st == PERF_MMAP3_BUILD_ID_REFUSED);
+  if (m.filename == "[vdso]" && m.build_id.empty() && !final_status && m.pid != kKernelPid) {
+    // MMAP2 has no build-id for the vDSO (it has no file); read its image.
+    BuildId id = VdsoBuildId(m.pid, m.start, m.start + m.len);
+    if (id.empty()) {
+      ++stats_.fill_failures;
+      sink.OnRecord(record);
+      return;
+    }
+    ++stats_.filled_build_ids;
+    overrides_.Add(m.pid, m.start, id, BuildIdSource::kVdso);
+    CacheFile(m.pid, m.start, m.start + m.len, id, m.filename);
+    sink.OnRecord(WithBuildId(m, id, format()));
+    return;
+  }
   if (!m.build_id.empty() || final_status || IsSpecialPath(m.filename) || m.pid == kKernelPid) {
     CacheFile(m.pid, m.start, m.start + m.len, m.build_id, m.filename);
     sink.OnRecord(record);
@@ -556,7 +586,8 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       ++stats_.synthesized;
     }
     for (const ProcMapping& pm : *maps) {
-      if (!pm.executable || IsSpecialPath(pm.path)) continue;
+      const bool vdso = pm.path == "[vdso]";
+      if (!pm.executable || (IsSpecialPath(pm.path) && !vdso)) continue;
       MmapRecord m;
       m.format = MmapFormat::kMmap2;
       m.misc = PERF_RECORD_MISC_USER;
@@ -572,7 +603,9 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       m.filename = pm.path;
       m.sample_id = {true, true, false, true, m.pid, m.tid, 0, 0, 0};
       std::string error;
-      BuildId id = MappedBuildId(m.pid, pm.start, pm.end, &error);
+      BuildId id = vdso ? VdsoBuildId(m.pid, pm.start, pm.end)
+                        : MappedBuildId(m.pid, pm.start, pm.end, &error);
+      if (vdso && id.empty()) error = "[vdso] unreadable";
       if (mode_ == CaptureMode::kMmap3) {
         // Keep both identities, as the kernel's MMAP3 records do.
         m.format = MmapFormat::kMmap3;
@@ -583,7 +616,7 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       if (!id.empty()) {
         if (m.format == MmapFormat::kMmap2) m.format = MmapFormat::kMmap2BuildId;
         m.build_id = id;
-        overrides_.Add(m.pid, m.start, id, BuildIdSource::kMapFiles);
+        overrides_.Add(m.pid, m.start, id, vdso ? BuildIdSource::kVdso : BuildIdSource::kMapFiles);
         CacheFile(m.pid, pm.start, pm.end, id, pm.path, BuildIdCache::Priority::kBackground);
         ++stats_.filled_build_ids;
       } else if (!error.empty()) {

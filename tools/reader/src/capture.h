@@ -65,6 +65,7 @@ struct CaptureOptions {
   // Upper bound for the mode (tests and comparisons): kMmap2 forbids the
   // build-id bit, kMmap2BuildId forbids MMAP3.  Detection still applies.
   CaptureMode max_mode = CaptureMode::kMmap3;
+  bool require_mmap3 = false;  // fail instead of falling back (--mode mmap3)
   std::string mmap3_cap_path;  // "" means PERF_MMAP3_CAP_PATH
   BuildIdCache* cache = nullptr;  // optional
 };
@@ -127,6 +128,8 @@ class Capture {
   void HandleRecord(Bytes record, CaptureSink& sink);
   // Build-id of the file mapped at [start, end) in pid via map_files.
   BuildId MappedBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* resolved_range_err);
+  // Build-id of the [vdso] image at [start, end) in pid (empty if unreadable).
+  BuildId VdsoBuildId(uint32_t pid, uint64_t start, uint64_t end);
   void CacheFile(uint32_t pid, uint64_t start, uint64_t end, const BuildId& id,
                  std::string_view path,
                  BuildIdCache::Priority priority = BuildIdCache::Priority::kLive);

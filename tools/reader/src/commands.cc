@@ -182,13 +182,14 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
           const json* id_hex = field(o, "build_id");
           const json* source = field(o, "source");
           if (!pid || !pid->is_number_unsigned() || !start || !start->is_number_unsigned() ||
-              !id_hex || !id_hex->is_string() || !source || !source->is_string() ||
-              source->get<std::string>() != "map_files")
+              !id_hex || !id_hex->is_string() || !source || !source->is_string())
             continue;
+          const std::string kind = source->get<std::string>();
+          if (kind != "map_files" && kind != "vdso") continue;
           auto id = BuildId::FromHex(id_hex->get<std::string>());
           if (!id) continue;
           overrides.Add(static_cast<uint32_t>(pid->get<uint64_t>()), start->get<uint64_t>(), *id,
-                        BuildIdSource::kMapFiles);
+                        kind == "vdso" ? BuildIdSource::kVdso : BuildIdSource::kMapFiles);
         }
       }
     }

@@ -59,10 +59,13 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
     candidates.push_back(search_.debug_dir + "/.build-id/" + sub + ".debug");
   if (!search_.cache_dir.empty()) {
     candidates.push_back(search_.cache_dir + "/.build-id/" + sub + "/elf");  // perf >= 4.6 layout
+    candidates.push_back(search_.cache_dir + "/.build-id/" + sub + "/vdso");  // perf's [vdso]
     candidates.push_back(search_.cache_dir + "/.build-id/" + sub);  // older: link to the file
   }
   if (search_.use_recorded_paths) {
-    for (const std::string& p : dso.paths) candidates.push_back(p);
+    for (const std::string& p : dso.paths) {
+      if (p.starts_with('/')) candidates.push_back(p);  // not "[vdso]", "//anon", relative
+    }
   }
   // Layout (PT_LOAD offsets) must come from an image: objcopy
   // --only-keep-debug zeroes p_offset in debug files, so their program

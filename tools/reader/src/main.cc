@@ -1,5 +1,6 @@
 // mmap3-reader command line.  The only place that prints errors and picks
 // exit codes: 0 success, 1 failure, 2 usage.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,11 +53,32 @@ int Fail(const Status& status) {
         "\n  kernel samples of your own processes at 1 or below; or run with CAP_PERFMON"
         "\n  (CAP_SYS_ADMIN before Linux 5.8), which processes of other users always need.",
         paranoid);
+  } else if (status.context().rfind("mmap perf ring buffer", 0) == 0 && e == EPERM) {
+    std::string mlock = "unknown";
+    if (auto m = ReadSmallFile("/proc/sys/kernel/perf_event_mlock_kb"); m.ok()) {
+      mlock = *m;
+      while (!mlock.empty() && mlock.back() == '\n') mlock.pop_back();
+    }
+    msg += fmt::format(
+        "\n  The ring buffers exceed what an unprivileged user may lock:"
+        " kernel.perf_event_mlock_kb is {} KiB per CPU."
+        "\n  Use fewer pages (-m), raise the limit (sysctl -w kernel.perf_event_mlock_kb=...),"
+        "\n  or run with CAP_IPC_LOCK.",
+        mlock);
   } else if (e == ESRCH) {
     msg = fmt::format("no such process: {}", status.context());
   }
   fmt::print(stderr, "mmap3-reader: error: {}\n", msg);
   return kExitFailure;
+}
+
+// How the profiled command ended, from its waitpid() status.
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return fmt::format("the command exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return fmt::format("the command was killed by signal {} ({}){}", WTERMSIG(status),
+                       strsignal(WTERMSIG(status)), WCOREDUMP(status) ? ", core dumped" : "");
+  return fmt::format("the command ended with wait status {:#x}", status);
 }
 
 std::vector<pid_t> ParsePids(const std::string& list, std::string* error) {
@@ -128,7 +150,8 @@ int Main(int argc, char** argv) {
   record->add_option("-m,--mmap-pages", pages, "Ring buffer data pages per CPU (power of two)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   record->add_option("--mode", mode,
-                     "Highest build-id mode to use: auto (detect), mmap2-build-id, mmap2")
+                     "Build-id mode: auto (the best the kernel has), mmap3 (required, "
+                     "else fail), or at most mmap2-build-id or mmap2")
       ->check(CLI::IsMember({"auto", "mmap3", "mmap2-build-id", "mmap2"}));
   record->add_flag("-q,--quiet", quiet, "No live status line and no summary");
   record->add_flag("--no-buildid-cache", no_cache, "Do not copy DSOs into the build-id cache");
@@ -197,10 +220,23 @@ int Main(int argc, char** argv) {
     if ((pages & (pages - 1)) != 0) return usage("--mmap-pages must be a power of two", record);
     if (format == Format::kFolded && !callchains)
       return usage("--format folded needs -g (call chains)", record);
+    if (auto text = ReadSmallFile("/proc/sys/kernel/perf_event_max_sample_rate"); text.ok()) {
+      const uint64_t max_rate = std::strtoull(text->c_str(), nullptr, 10);
+      if (max_rate > 0 && frequency > max_rate) {
+        // What perf record does: lower it and say so.
+        fmt::print(stderr,
+                   "mmap3-reader: warning: -F {} exceeds kernel.perf_event_max_sample_rate ({}); "
+                   "sampling at {} Hz\n  (raise it with sysctl -w "
+                   "kernel.perf_event_max_sample_rate={})\n",
+                   frequency, max_rate, max_rate, frequency);
+        frequency = max_rate;
+      }
+    }
     co.frequency = frequency;
     co.callchains = callchains;
     co.duration_seconds = duration;
     co.data_pages = pages;
+    if (mode == "mmap3") co.require_mmap3 = true;
     if (mode == "mmap2") co.max_mode = CaptureMode::kMmap2;
     if (mode == "mmap2-build-id") co.max_mode = CaptureMode::kMmap2BuildId;
     ro.output = output;
@@ -231,6 +267,7 @@ int Main(int argc, char** argv) {
                    ro.cache_dir, r.cache.copied, r.cache.present, r.cache.mismatch, r.cache.failed);
       if (!output.empty())
         fmt::print(stderr, "[ wrote {} ({} bytes of records) ]\n", output, r.bytes_written);
+      if (r.command_status != -1) fmt::print(stderr, "[ {} ]\n", DescribeExit(r.command_status));
     }
     if (output.empty()) PrintReport(r.report, format);
     return kExitOk;

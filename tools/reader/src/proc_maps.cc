@@ -3,9 +3,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -125,6 +127,50 @@ Result<BuildId> ReadMappedBuildId(pid_t pid, uint64_t start, uint64_t end) {
   auto id = ReadBuildIdFromFd(*fd, MapFilesPath(pid, start, end));
   close(*fd);
   return id;
+}
+
+Result<int> ReadVdsoImage(pid_t pid, uint64_t start, uint64_t end) {
+  if (end <= start || end - start > (1u << 20)) return Status::Failure("implausible [vdso] size");
+  const std::string mem_path = fmt::format("/proc/{}/mem", pid);
+  int mem = open(mem_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (mem < 0) return ErrnoStatus("open " + mem_path);
+  std::vector<uint8_t> image(end - start);
+  size_t done = 0;
+  while (done < image.size()) {
+    ssize_t n = pread(mem, image.data() + done, image.size() - done,
+                      static_cast<off_t>(start + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Status s = n < 0 ? ErrnoStatus("read " + mem_path) : Status::Failure(mem_path + ": short read");
+      close(mem);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(mem);
+  int fd = memfd_create("vdso", MFD_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("memfd_create");
+  for (done = 0; done < image.size();) {
+    ssize_t n = write(fd, image.data() + done, image.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Status s = ErrnoStatus("write vdso image");
+      close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+Result<int> OwnVdsoImage() {
+  auto maps = ReadProcMaps(getpid());
+  if (!maps.ok()) return maps.status();
+  const auto vdso = std::find_if(maps->begin(), maps->end(),
+                                 [](const ProcMapping& m) { return m.path == "[vdso]"; });
+  if (vdso == maps->end()) return Status::Failure("this process has no [vdso] mapping");
+  return ReadVdsoImage(getpid(), vdso->start, vdso->end);
 }
 
 bool ProcessExists(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }

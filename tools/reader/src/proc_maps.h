@@ -39,6 +39,12 @@ Result<int> OpenMappedFile(pid_t pid, uint64_t start, uint64_t end);
 // Build-id of the mapped file (empty if it has no note).
 Result<BuildId> ReadMappedBuildId(pid_t pid, uint64_t start, uint64_t end);
 
+// A memfd holding the image mapped at [start, end) in `pid` (its [vdso]),
+// read through /proc/PID/mem: the vDSO has no file.  The caller owns the fd.
+Result<int> ReadVdsoImage(pid_t pid, uint64_t start, uint64_t end);
+// The same for this process's own [vdso].
+Result<int> OwnVdsoImage();
+
 bool ProcessExists(pid_t pid);
 // The process (thread group) a task belongs to, from /proc/TID/status: a
 // thread id gives its process's pid.  nullopt if the task is gone.

@@ -46,7 +46,9 @@ TEST(AddressSpaceTest, FindAgreesWithAScanForManyMappings) {
         for (const auto& [s, e] : ranges) inside |= s <= addr && addr < e;
         const Mapping* m = as.Find(addr);
         ASSERT_EQ(m != nullptr, inside) << "n=" << n << " addr=" << std::hex << addr;
-        if (m != nullptr) EXPECT_TRUE(m->start <= addr && addr < m->end);
+        if (m != nullptr) {
+          EXPECT_TRUE(m->start <= addr && addr < m->end);
+        }
       }
     }
     EXPECT_EQ(as.Find(0), nullptr);

@@ -86,6 +86,7 @@ build() {
 	cp "$W/v1.so" "$W/lib/libe2e.so"
 	$CC $CFLAGS -o "$W/prog" "$HERE/e2e/prog.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
 	for c in a b c; do cp "$W/prog" "$W/prog_$c"; done
+	$CC $CFLAGS -o "$W/vdso" "$HERE/e2e/vdso.c"
 	$CC $CFLAGS -pthread -o "$W/threads" "$HERE/e2e/threads.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
 }
 
@@ -265,6 +266,17 @@ t_pid_of_a_thread_means_its_process() {
 	json_check "$W/tid.json" "sum(r['samples'] for r in rows if r['path'] == '[unknown]') * 10 < d['capture']['samples']"
 }
 
+t_vdso_is_symbolized() {
+	# The vDSO has no file: its build-id comes from the kernel (MMAP3) or
+	# from the process's memory, and the image is cached where perf keeps it.
+	"$READER_BIN" record -q -F 2000 -o "$W/vdso.data" --buildid-dir "$W/vdso.cache" -- "$W/vdso" 3000000
+	"$READER_BIN" report -i "$W/vdso.data" --buildid-dir "$W/vdso.cache" --format json >"$W/vdso.json"
+	json_check "$W/vdso.json" "any(r['path'] == '[vdso]' and r['build_id'] and 'clock_gettime' in r['symbol'] for r in rows)"
+	json_check "$W/vdso.json" "not any(r['path'] == '[vdso]' and r['symbol'].startswith('[unknown') and r['samples'] * 10 > d['capture']['samples'] for r in rows)"
+	ls "$W"/vdso.cache/\[vdso\]/*/vdso >/dev/null || fail "no [vdso]/<id>/vdso in the cache"
+	python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('NOTE: [vdso] build-id source: ' + ', '.join(sorted({m['source'] for m in d['capture']['mappings'] if m['path'] == '[vdso]'})))" "$W/vdso.json"
+}
+
 t_ctrl_c_drains_and_writes() {
 	"$READER_BIN" record -q -a -F 1000 -o "$W/sigint.data" --no-buildid-cache & local rp=$!
 	# Long enough to outlast the synthesis of every running process.
@@ -327,6 +339,7 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
        t_perf_reads_our_file t_we_read_perf_files t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
+       t_vdso_is_symbolized
        t_ctrl_c_drains_and_writes t_errors_are_clear t_permission_error_names_paranoid)
 echo "[==========] Running ${#tests[@]} tests from $SUITE"
 for t in "${tests[@]}"; do run "${t#t_}" "$t"; done

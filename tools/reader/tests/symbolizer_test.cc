@@ -9,7 +9,9 @@
 #include <fmt/format.h>
 
 #include "build_id_cache.h"
+#include "elf_file.h"
 #include "fixtures.h"
+#include "proc_maps.h"
 
 namespace mmap3 {
 namespace {
@@ -83,6 +85,45 @@ TEST_F(SymbolizerTest, FindsReplacedVersionInTheBuildIdCache) {
   EXPECT_EQ(sym.Symbolize(o1, testing::FunctionFileOffset(v1_, "only_in_v1")), "only_in_v1");
   EXPECT_EQ(sym.Symbolize(o2, testing::FunctionFileOffset(v2_, "only_in_v2")), "only_in_v2");
   EXPECT_EQ(store.Get(Id(kIdV1), "").symbol_file, BuildIdCache::LinkPath(cache.path(), Id(kIdV1)) + "/elf");
+}
+
+TEST(VdsoSymbolsTest, TheVdsoIsCachedInPerfsLayoutAndSymbolized) {
+  // The kernel maps one vDSO image into every process: the capture caches
+  // ours under [vdso]/<id>/vdso, where perf keeps it too.
+  auto fd = OwnVdsoImage();
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  auto elf = ElfFile::FromFd(dup(*fd), "[vdso]");
+  ASSERT_TRUE(elf.ok()) << elf.status().ToString();
+  const BuildId id = elf->build_id();
+  if (id.empty()) {
+    close(*fd);
+    GTEST_SKIP() << "this kernel's vDSO has no build-id";
+  }
+  std::string fn;
+  uint64_t offset = 0;
+  for (const ElfSymbol& s : elf->ReadSymbols()) {
+    if (s.name.find("clock_gettime") != std::string::npos) {  // or its __vdso_ alias
+      fn = s.name;
+      offset = s.addr;  // the vDSO is linked at 0 and loaded whole: address == file offset
+    }
+  }
+  TempDir cache;
+  BuildIdCache::Stats stats;
+  ASSERT_TRUE(BuildIdCache::Insert(cache.path(), id, "[vdso]", *fd, &stats).ok());
+  close(*fd);
+  EXPECT_EQ(stats.copied, 1u);
+  EXPECT_TRUE(std::filesystem::exists(cache.path() + "/[vdso]/" + id.Hex() + "/vdso"));
+  EXPECT_EQ(BuildIdCache::ElfPath(cache.path(), "[vdso]", id),
+            cache.path() + "/[vdso]/" + id.Hex() + "/vdso");
+  if (fn.empty()) GTEST_SKIP() << "no clock_gettime in this vDSO";
+  SymbolSearch search = PathsOnly();
+  search.cache_dir = cache.path();
+  DsoStore store(search);
+  Symbolizer sym(store);
+  MappedObject o;
+  o.path = "[vdso]";
+  o.build_id = id;
+  EXPECT_EQ(sym.Symbolize(o, offset), fn);
 }
 
 TEST_F(SymbolizerTest, FindsDebugFilesByBuildId) {
