@@ -77,7 +77,8 @@ reader-e2e-vm: reader $(BZIMAGE) $(KSTOCK_BZIMAGE) $(VM_INITRAMFS)
 reader-bench: reader
 	$(READER_BUILD)/mmap3_reader_bench 10000000
 
-bench-reader: deps reader $(BZIMAGE) $(VM_INITRAMFS)
+bench-reader: deps
+	@$(MAKE) -s reader $(BZIMAGE) $(VM_INITRAMFS) >/dev/null
 	@READER_BIN=$(READER_BIN) BENCH_DIR=$(BUILD)/reader-bench BZIMAGE=$(BZIMAGE) \
 		VM_RUN=$(VM_RUN) $(READER_SRC)/tests/bench_reader.sh
 
