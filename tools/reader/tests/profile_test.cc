@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -230,6 +231,38 @@ TEST(ProfileTest, RecordsFromTwoCpusAreMatchedInTimeOrder) {
   unsorted.Process(Comm(10, "app", 5));
   unsorted.Process(Mmap(10, "/x/lib.so", kIdV2, 10));
   EXPECT_EQ(unsorted.unattributed(), 1u);
+}
+
+TEST(ProfileTest, ARoundReleasesOnlyWhatNoBufferCanStillPrecede) {
+  // perf's finished-round rule through the profile.  Round 1 drains CPU 0
+  // (comm t=5, mmap v1 t=10, sample t=30) then CPU 1 (sample t=20).  While
+  // we drained, CPU 1 wrote a remapping with v2 at t=25 that arrives in
+  // round 2.  Releasing round 1 up to its own maximum (30) would put the
+  // t=30 sample on v1; the rule releases only up to round 0's maximum
+  // (nothing), then after round 2 up to 30, in time order.
+  RecordSorter sorter;
+  Profile p({});
+  p.SetFormat(kFormat);
+  auto push = [&](const std::vector<uint8_t>& r) { sorter.Push(RecordTime(r, kFormat), r); };
+  auto process = [&](Bytes r) { p.Process(r); };
+  push(Comm(10, "app", 5));
+  push(Mmap(10, "/x/lib.so", kIdV1, 10));
+  push(Sample(10, kBase + 0x10, 30));
+  push(Sample(10, kBase + 0x10, 20));
+  EXPECT_EQ(sorter.FinishRound(process), 0u);  // nothing is safe yet
+  push(Mmap(10, "/x/lib.so", kIdV2, 25));      // CPU 1, round 2
+  EXPECT_EQ(sorter.FinishRound(process), 5u);  // everything up to t=30
+  sorter.Flush(process);
+  SymbolSearch s;
+  s.debug_dir = "";
+  DsoStore store(s);
+  Symbolizer sym(store);
+  ReportModel m = p.BuildReport(sym, "t");
+  ASSERT_EQ(m.rows.size(), 2u);
+  std::map<std::string, uint64_t> by_id;
+  for (const ReportRow& r : m.rows) by_id[r.build_id.Hex()] += r.samples;
+  EXPECT_EQ(by_id[kIdV1], 1u);  // t=20: before the remap
+  EXPECT_EQ(by_id[kIdV2], 1u);  // t=30: after it
 }
 
 TEST(ProfileTest, KernelSamplesGoToTheKernelObject) {
