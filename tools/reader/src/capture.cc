@@ -481,35 +481,31 @@ void Capture::HandleRecord(Bytes record, CaptureSink& sink) {
       m.format == MmapFormat::kMmap3 &&
       (st == PERF_MMAP3_BUILD_ID_NO_NOTE || st == PERF_MMAP3_BUILD_ID_NOT_ELF ||
        st == PERF_MMAP3_BUILD_ID_NO_FILE || st == PERF_MMAP3_BUILD_ID_REFUSED);
+  BuildId id;
+  BuildIdSource source;
+  std::string error;
   if (m.filename == "[vdso]" && m.build_id.empty() && !final_status && m.pid != kKernelPid) {
     // MMAP2 has no build-id for the vDSO (it has no file); read its image.
-    BuildId id = VdsoBuildId(m.pid, m.start, m.start + m.len);
-    if (id.empty()) {
-      ++stats_.fill_failures;
-      sink.OnRecord(record);
-      return;
-    }
-    ++stats_.filled_build_ids;
-    overrides_.Add(m.pid, m.start, id, BuildIdSource::kVdso);
-    CacheFile(m.pid, m.start, m.start + m.len, id, m.filename);
-    sink.OnRecord(WithBuildId(m, id, format()));
-    return;
-  }
-  if (!m.build_id.empty() || final_status || IsSpecialPath(m.filename) || m.pid == kKernelPid) {
+    id = VdsoBuildId(m.pid, m.start, m.start + m.len);
+    if (id.empty()) error = "[vdso] unreadable";
+    source = BuildIdSource::kVdso;
+  } else if (!m.build_id.empty() || final_status || IsSpecialPath(m.filename) ||
+             m.pid == kKernelPid) {
     CacheFile(m.pid, m.start, m.start + m.len, m.build_id, m.filename);
     sink.OnRecord(record);
     return;
+  } else {
+    // The kernel gave none: read it from the mapped inode while it is mapped.
+    id = MappedBuildId(m.pid, m.start, m.start + m.len, &error);
+    source = BuildIdSource::kMapFiles;
   }
-  // The kernel gave none: read it from the mapped inode while it is mapped.
-  std::string error;
-  BuildId id = MappedBuildId(m.pid, m.start, m.start + m.len, &error);
   if (id.empty()) {
     if (!error.empty()) ++stats_.fill_failures;
     sink.OnRecord(record);
     return;
   }
   ++stats_.filled_build_ids;
-  overrides_.Add(m.pid, m.start, id, BuildIdSource::kMapFiles);
+  overrides_.Add(m.pid, m.start, id, source);
   CacheFile(m.pid, m.start, m.start + m.len, id, m.filename);
   sink.OnRecord(WithBuildId(m, id, format()));
 }

@@ -37,34 +37,33 @@ void PrintReport(const ReportModel& model, Format format) {
   std::cout.flush();
 }
 
+// A sysctl's value ("kernel/perf_event_paranoid"), or "unknown".
+std::string Sysctl(const std::string& name) {
+  auto text = ReadSmallFile("/proc/sys/" + name);
+  if (!text.ok()) return "unknown";
+  std::string v = std::move(*text);
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  return v;
+}
+
 int Fail(const Status& status) {
   std::string msg = status.ToString();
   const int e = status.error_number();
   if (status.context().rfind("perf_event_open", 0) == 0 && (e == EACCES || e == EPERM)) {
-    std::string paranoid = "unknown";
-    if (auto p = ReadSmallFile("/proc/sys/kernel/perf_event_paranoid"); p.ok()) {
-      paranoid = *p;
-      while (!paranoid.empty() && paranoid.back() == '\n') paranoid.pop_back();
-    }
     msg += fmt::format(
         "\n  The kernel refused the perf event; kernel.perf_event_paranoid is {}."
         "\n  System-wide profiling (-a) needs it at 0 or below"
         " (sysctl -w kernel.perf_event_paranoid=0),"
         "\n  kernel samples of your own processes at 1 or below; or run with CAP_PERFMON"
         "\n  (CAP_SYS_ADMIN before Linux 5.8), which processes of other users always need.",
-        paranoid);
+        Sysctl("kernel/perf_event_paranoid"));
   } else if (status.context().rfind("mmap perf ring buffer", 0) == 0 && e == EPERM) {
-    std::string mlock = "unknown";
-    if (auto m = ReadSmallFile("/proc/sys/kernel/perf_event_mlock_kb"); m.ok()) {
-      mlock = *m;
-      while (!mlock.empty() && mlock.back() == '\n') mlock.pop_back();
-    }
     msg += fmt::format(
         "\n  The ring buffers exceed what an unprivileged user may lock:"
         " kernel.perf_event_mlock_kb is {} KiB per CPU."
         "\n  Use fewer pages (-m), raise the limit (sysctl -w kernel.perf_event_mlock_kb=...),"
         "\n  or run with CAP_IPC_LOCK.",
-        mlock);
+        Sysctl("kernel/perf_event_mlock_kb"));
   } else if (e == ESRCH) {
     msg = fmt::format("no such process: {}", status.context());
   }
@@ -220,8 +219,9 @@ int Main(int argc, char** argv) {
     if ((pages & (pages - 1)) != 0) return usage("--mmap-pages must be a power of two", record);
     if (format == Format::kFolded && !callchains)
       return usage("--format folded needs -g (call chains)", record);
-    if (auto text = ReadSmallFile("/proc/sys/kernel/perf_event_max_sample_rate"); text.ok()) {
-      const uint64_t max_rate = std::strtoull(text->c_str(), nullptr, 10);
+    {
+      const uint64_t max_rate = std::strtoull(Sysctl("kernel/perf_event_max_sample_rate").c_str(),
+                                              nullptr, 10);
       if (max_rate > 0 && frequency > max_rate) {
         // What perf record does: lower it and say so.
         fmt::print(stderr,

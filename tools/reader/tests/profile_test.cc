@@ -62,12 +62,14 @@ std::vector<uint8_t> Mmap(uint32_t pid, const std::string& path, const char* id,
 }
 
 std::vector<uint8_t> Sample(uint32_t pid, uint64_t ip, uint64_t time,
-                            std::vector<uint64_t> chain = {}, bool kernel = false) {
+                            std::vector<uint64_t> chain = {}, bool kernel = false,
+                            uint64_t period = 1) {
   SampleRecord s;
   s.misc = kernel ? PERF_RECORD_MISC_KERNEL : PERF_RECORD_MISC_USER;
   s.pid = s.tid = pid;
   s.ip = ip;
   s.time = time;
+  s.period = period;
   return EncodeSample(s, chain, kFormat);
 }
 
@@ -310,17 +312,8 @@ TEST(ProfileTest, OverheadIsTheShareOfThePeriod) {
   p.SetFormat(kFormat);
   p.Process(Comm(1, "many", 1));
   p.Process(Comm(2, "heavy", 2));
-  auto sample = [&](uint32_t pid, uint64_t period, uint64_t time) {
-    SampleRecord s;
-    s.misc = PERF_RECORD_MISC_USER;
-    s.pid = s.tid = pid;
-    s.ip = 0x1000;
-    s.time = time;
-    s.period = period;
-    return EncodeSample(s, {}, kFormat);
-  };
-  for (uint64_t t = 3; t < 6; ++t) p.Process(sample(1, 100, t));
-  p.Process(sample(2, 900, 6));
+  for (uint64_t t = 3; t < 6; ++t) p.Process(Sample(1, 0x1000, t, {}, false, /*period=*/100));
+  p.Process(Sample(2, 0x1000, 6, {}, false, /*period=*/900));
   SymbolSearch s;
   DsoStore store(s);
   Symbolizer sym(store);
