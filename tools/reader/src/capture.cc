@@ -31,7 +31,7 @@ constexpr uint64_t kFormatLost = 1u << 4;  // PERF_FORMAT_LOST, Linux 6.0+
 constexpr uint64_t kTagSignal = ~uint64_t{0};
 constexpr uint64_t kTagTick = ~uint64_t{0} - 1;
 constexpr uint64_t kTagDuration = ~uint64_t{0} - 2;
-constexpr uint64_t kTagHup = uint64_t{1} << 62;  // | event index: that task is gone
+constexpr uint64_t kTagHup = uint64_t{1} << 62;  // | index into task_events_: task gone
 constexpr long kTickNanos = 250'000'000;
 constexpr size_t kSidebandPages = 32;
 
@@ -308,6 +308,7 @@ Status Capture::OpenEvents() {
   bool first = true;
   for (pid_t task : tasks) {
     bool task_gone = false;
+    const size_t task_first = events_.size();
     for (int cpu : cpus) {
       for (bool sideband : {false, true}) {
         perf_event_attr& attr = sideband ? sb : a;
@@ -352,6 +353,7 @@ Status Capture::OpenEvents() {
       }
       if (task_gone) break;
     }
+    if (events_.size() > task_first) task_events_.push_back(task_first);
   }
   if (events_.empty()) return Status::FromErrno(ESRCH, "no task left to profile");
   read_lost_ = (a.read_format & kFormatLost) != 0;
@@ -664,13 +666,14 @@ Status Capture::Run(CaptureSink& sink) {
   if (sfd < 0) return ErrnoStatus("signalfd");
 
   io_uring ring;
-  // -p ends when every target has exited (as perf record -p): each event
-  // reports POLLHUP once its task and the children it inherited to are gone.
-  // (Not with more events than a ring can watch: then SIGINT or -d ends it.)
-  const bool watch_hup =
-      options_.target == CaptureOptions::Target::kPids && events_.size() <= 16384;
-  const size_t entries = buffers_.size() * 2 + 8 + (watch_hup ? events_.size() : 0);
-  int rc = io_uring_queue_init(static_cast<unsigned>(entries), &ring, 0);
+  // -p ends when every target has exited (as perf record -p): an event
+  // reports POLLHUP once its task and the children it inherited to are gone;
+  // one event per task is watched.
+  const bool watch_hup = options_.target == CaptureOptions::Target::kPids;
+  const size_t entries = buffers_.size() * 2 + 8 + (watch_hup ? task_events_.size() : 0);
+  // CLAMP: a ring larger than the kernel allows is made the largest it does;
+  // get_sqe() below submits when the queue is full.
+  int rc = io_uring_queue_init(static_cast<unsigned>(entries), &ring, IORING_SETUP_CLAMP);
   if (rc < 0) {
     close(sfd);
     return Status::FromErrno(-rc, "io_uring_queue_init");
@@ -681,20 +684,28 @@ Status Capture::Run(CaptureSink& sink) {
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   };
 
-  auto arm_poll = [&](size_t i) {
+  auto get_sqe = [&] {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    while (sqe == nullptr) {  // queue full: hand what is there to the kernel
+      io_uring_submit(&ring);
+      sqe = io_uring_get_sqe(&ring);
+    }
+    return sqe;
+  };
+  auto arm_poll = [&](size_t i) {
+    io_uring_sqe* sqe = get_sqe();
     io_uring_prep_poll_add(sqe, events_[buffers_[i]].fd(), POLLIN);
     io_uring_sqe_set_data64(sqe, i);
   };
   signalfd_siginfo& siginfo = *siginfo_;
   auto arm_signal = [&] {
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_sqe* sqe = get_sqe();
     io_uring_prep_read(sqe, sfd, &siginfo, sizeof(siginfo), 0);
     io_uring_sqe_set_data64(sqe, kTagSignal);
   };
   __kernel_timespec tick{0, kTickNanos};
   auto arm_tick = [&] {
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_sqe* sqe = get_sqe();
     io_uring_prep_timeout(sqe, &tick, 0, 0);
     io_uring_sqe_set_data64(sqe, kTagTick);
   };
@@ -702,19 +713,17 @@ Status Capture::Run(CaptureSink& sink) {
   if (options_.duration_seconds > 0) {
     duration.tv_sec = static_cast<int64_t>(options_.duration_seconds);
     duration.tv_nsec = static_cast<int64_t>((options_.duration_seconds - duration.tv_sec) * 1e9);
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_sqe* sqe = get_sqe();
     io_uring_prep_timeout(sqe, &duration, 0, 0);
     io_uring_sqe_set_data64(sqe, kTagDuration);
   }
   for (size_t i = 0; i < buffers_.size(); ++i) arm_poll(i);
-  std::vector<bool> hung_up(events_.size(), false);
+  std::vector<bool> hung_up(watch_hup ? task_events_.size() : 0, false);
   size_t hangups = 0;
-  if (watch_hup) {
-    for (size_t i = 0; i < events_.size(); ++i) {
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      io_uring_prep_poll_add(sqe, events_[i].fd(), POLLHUP);
-      io_uring_sqe_set_data64(sqe, kTagHup | i);
-    }
+  for (size_t w = 0; w < hung_up.size(); ++w) {
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_poll_add(sqe, events_[task_events_[w]].fd(), POLLHUP);
+    io_uring_sqe_set_data64(sqe, kTagHup | w);
   }
   arm_signal();
   arm_tick();
@@ -774,10 +783,10 @@ Status Capture::Run(CaptureSink& sink) {
       } else if (tag == kTagDuration) {
         stop = true;
       } else if (tag & kTagHup) {
-        const size_t i = tag & ~kTagHup;
-        if (cqe->res > 0 && (cqe->res & (POLLHUP | POLLERR)) && i < hung_up.size() &&
-            !hung_up[i]) {
-          hung_up[i] = true;
+        const size_t w = tag & ~kTagHup;
+        if (cqe->res > 0 && (cqe->res & (POLLHUP | POLLERR)) && w < hung_up.size() &&
+            !hung_up[w]) {
+          hung_up[w] = true;
           if (++hangups == hung_up.size()) stop = true;  // drained below, then after
         }
       } else if (tag < buffers_.size()) {

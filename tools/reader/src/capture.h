@@ -144,6 +144,9 @@ class Capture {
   std::vector<PerfEventFd> events_;     // all events
   std::vector<bool> is_sideband_;       // parallel to events_
   std::vector<size_t> buffers_;         // indexes into events_ of mapped ones
+  // -p: one event per target task (all of a task's events hang up together
+  // when it and the children it inherited to are gone).
+  std::vector<size_t> task_events_;
   pid_t child_ = -1;
   int child_status_ = -1;
   int go_pipe_ = -1;    // write end: releases the child into exec

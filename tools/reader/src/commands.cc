@@ -269,12 +269,19 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
     a.attr.mmap2 = 1;
     a.attr.build_id = 1;
   }
-  // Written to a temporary name and renamed: the output may be the input
-  // (converted in place; the reader maps the old inode), and a failure
-  // leaves no half-written file behind.
-  const std::string tmp = options.output + ".tmp";
+  // Written to a new file beside the output and renamed: the output may be
+  // the input (converted in place; the reader maps the old inode), a failure
+  // leaves no half-written file behind, and no existing file (the input
+  // included) is ever truncated (mkstemp creates it exclusively).
+  std::string tmp = options.output + ".XXXXXX";
+  const int tmp_fd = mkstemp(tmp.data());
+  if (tmp_fd < 0) return ErrnoStatus("create a temporary file for " + options.output);
+  close(tmp_fd);
   auto w = PerfDataWriter::Create(tmp, std::move(attrs));
-  if (!w.ok()) return w.status();
+  if (!w.ok()) {
+    unlink(tmp.c_str());
+    return w.status();
+  }
   PerfDataWriter& writer = *w;
 
   InjectResult result;

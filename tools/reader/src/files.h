@@ -2,8 +2,9 @@
 //
 // A recorded path (or a map_files entry) can name a FIFO, a terminal or a
 // device: opening one for reading may block forever or have side effects,
-// and reading one is never what we want.  OpenRegularFile() opens without
-// blocking and accepts only regular files.
+// and reading one is never what we want.  OpenRegularFile() looks at the
+// file before opening it (O_PATH, then fstat) and opens only regular files.
+// Needs /proc (the descriptor is reopened through /proc/self/fd).
 #ifndef MMAP3_READER_FILES_H_
 #define MMAP3_READER_FILES_H_
 

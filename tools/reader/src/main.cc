@@ -223,8 +223,9 @@ int Main(int argc, char** argv) {
       const uint64_t max_rate = std::strtoull(Sysctl("kernel/perf_event_max_sample_rate").c_str(),
                                               nullptr, 10);
       if (max_rate > 0 && frequency > max_rate) {
-        // What perf record does: lower it and say so.
-        fmt::print(stderr,
+        // What perf record does: lower it and say so (not with -q, as perf's).
+        if (!quiet)
+          fmt::print(stderr,
                    "mmap3-reader: warning: -F {} exceeds kernel.perf_event_max_sample_rate ({}); "
                    "sampling at {} Hz\n  (raise it with sysctl -w "
                    "kernel.perf_event_max_sample_rate={})\n",
@@ -257,8 +258,8 @@ int Main(int argc, char** argv) {
     const RecordResult& r = *result;
     if (!quiet) {
       fmt::print(stderr,
-                 "[ mmap3-reader: mode {}{}; {} samples, {} mappings, {} build-ids read via "
-                 "map_files ({} unreadable), lost {} ]\n",
+                 "[ mmap3-reader: mode {}{}; {} samples, {} mappings, {} build-ids read by the "
+                 "reader from map_files or [vdso] ({} unreadable), lost {} ]\n",
                  CaptureModeName(r.mode), r.mode_reason.empty() ? "" : " (" + r.mode_reason + ")",
                  r.stats.samples, r.stats.mmaps, r.stats.filled_build_ids, r.stats.fill_failures,
                  r.stats.lost_records);

@@ -220,10 +220,11 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
     }
     model.rows.push_back(std::move(row));
   }
-  // Deterministic order: samples, then names (never pointer values).
+  // By overhead (period), as perf sorts; for a constant period that is by
+  // samples.  Then samples and names: deterministic, never pointer values.
   std::sort(model.rows.begin(), model.rows.end(), [](const ReportRow& a, const ReportRow& b) {
-    return std::tie(b.samples, a.comm, a.path, a.build_id, a.symbol) <
-           std::tie(a.samples, b.comm, b.path, b.build_id, b.symbol);
+    return std::tie(b.period, b.samples, a.comm, a.path, a.build_id, a.symbol) <
+           std::tie(a.period, a.samples, b.comm, b.path, b.build_id, b.symbol);
   });
 
   std::map<std::string, uint64_t> folded;

@@ -17,8 +17,9 @@
 //             "path": "...", "build_id": "full hex" | "", "symbol": "...",
 //             "source": "..."}]
 // }
-// Rows are sorted by samples, descending.  "percent" (the text report's
-// Overhead) is the row's share of the summed sample periods, as in perf.  Folded output (`--format folded`)
+// Rows are sorted by period (overhead), then samples, descending.  "percent"
+// (the text report's Overhead) is the row's share of the summed sample
+// periods, as in perf.  Folded output (`--format folded`)
 // is "comm;outermost;...;leaf count" per line, for flamegraph.pl.
 #ifndef MMAP3_READER_REPORT_H_
 #define MMAP3_READER_REPORT_H_

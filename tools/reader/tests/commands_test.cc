@@ -451,7 +451,8 @@ TEST_F(InjectTest, RewritesMmap3AsMmap2AndKeepsEverythingElse) {
   EXPECT_EQ(res->converted, 2u);
   EXPECT_EQ(res->with_build_id, 1u);
   EXPECT_EQ(res->dropped, 0u);
-  EXPECT_FALSE(std::filesystem::exists(o.output + ".tmp"));
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path()))  // no temporary left
+    EXPECT_EQ(e.path().filename().string().find("out.data."), std::string::npos) << e.path();
 
   auto out = PerfDataReader::Open(o.output);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -544,6 +545,20 @@ TEST_F(InjectTest, InPlaceConversionWorks) {
     mmap2 += h.type == PERF_RECORD_MMAP2;
   });
   EXPECT_EQ(mmap2, 1);
+}
+
+TEST_F(InjectTest, NeverTruncatesAnExistingFile) {
+  // The temporary beside the output must not be a name that exists: an
+  // input called <output>.tmp was truncated while mapped (SIGBUS).
+  WriteInput({Mmap3(0x20000000, lib_, kIdV1, PERF_MMAP3_BUILD_ID_FOUND, 2)},
+             R"({"mode":"mmap3"})");
+  const std::string input = dir_.File("z.tmp");
+  std::filesystem::rename(input_, input);
+  const auto size = std::filesystem::file_size(input);
+  auto res = RunInject({input, dir_.File("z")});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(std::filesystem::file_size(input), size);
+  EXPECT_EQ(res->converted, 1u);
 }
 
 TEST_F(InjectTest, RefusesFilesThatAreNotOurs) {

@@ -1,8 +1,13 @@
 #include "files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "fixtures.h"
 
@@ -21,14 +26,45 @@ TEST(OpenRegularFileTest, OpensARegularFile) {
   close(*fd);
 }
 
-TEST(OpenRegularFileTest, RefusesAFifoWithoutWaitingForAWriter) {
-  // Blocking open() of a FIFO with no writer never returns: the test would
-  // hang, not fail, if the open blocked.
+TEST(OpenRegularFileTest, RefusesAFifoWithoutOpeningIt) {
+  // A writer blocked in open() is released by any reader's open(): if the
+  // FIFO were opened for reading (blocking or not), the writer would get
+  // through.  Refusing must not open it at all.
   TempDir dir;
-  ASSERT_EQ(mkfifo(dir.File("fifo").c_str(), 0600), 0);
-  auto fd = OpenRegularFile(dir.File("fifo"));
+  const std::string fifo = dir.File("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::atomic<bool> writer_through{false};
+  std::thread writer([&] {
+    int w = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);  // blocks until a reader opens
+    writer_through = true;
+    if (w >= 0) close(w);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the writer is waiting
+  auto fd = OpenRegularFile(fifo);
   ASSERT_FALSE(fd.ok());
   EXPECT_NE(fd.status().ToString().find("a FIFO"), std::string::npos) << fd.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(writer_through) << "the FIFO was opened for reading";
+  int r = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // let the writer finish
+  writer.join();
+  if (r >= 0) close(r);
+}
+
+TEST(OpenRegularFileTest, ReadsADeletedFileThroughMapFiles) {
+  // map_files entries of deleted files are what the capture opens when a
+  // library was replaced; the reopen through /proc/self/fd must work.
+  TempDir dir;
+  const std::string path = dir.File("gone");
+  testing::WriteFile(path, "data");
+  int keep = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(keep, 0);
+  unlink(path.c_str());
+  auto fd = OpenRegularFile("/proc/self/fd/" + std::to_string(keep));
+  close(keep);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  char buf[8];
+  EXPECT_EQ(read(*fd, buf, sizeof(buf)), 4);
+  close(*fd);
 }
 
 TEST(OpenRegularFileTest, RefusesDirectoriesAndDevices) {

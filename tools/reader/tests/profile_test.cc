@@ -321,12 +321,13 @@ TEST(ProfileTest, OverheadIsTheShareOfThePeriod) {
   EXPECT_EQ(m.samples, 4u);
   EXPECT_EQ(m.period, 1200u);
   ASSERT_EQ(m.rows.size(), 2u);
-  EXPECT_EQ(m.rows[0].comm, "many");  // sorted by samples
-  EXPECT_EQ(m.rows[0].samples, 3u);
-  EXPECT_EQ(m.rows[0].period, 300u);
-  EXPECT_DOUBLE_EQ(m.rows[0].percent, 25.0);
-  EXPECT_EQ(m.rows[1].comm, "heavy");
-  EXPECT_DOUBLE_EQ(m.rows[1].percent, 75.0);
+  EXPECT_EQ(m.rows[0].comm, "heavy");  // sorted by overhead, as perf does
+  EXPECT_DOUBLE_EQ(m.rows[0].percent, 75.0);
+  EXPECT_EQ(m.rows[0].samples, 1u);
+  EXPECT_EQ(m.rows[1].comm, "many");
+  EXPECT_EQ(m.rows[1].samples, 3u);
+  EXPECT_EQ(m.rows[1].period, 300u);
+  EXPECT_DOUBLE_EQ(m.rows[1].percent, 25.0);
 }
 
 TEST(ProfileTest, FoldedStacksCrossFromKernelToUser) {
