@@ -570,7 +570,16 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
     return;  // a command starts from exec: the kernel reports everything
   }
   const SampleFormat f = format();
+  // The events are already enabled, and reading thousands of processes'
+  // mappings takes seconds: keep taking records out of the buffers, but end
+  // no round, so nothing is released before the synthesized records (time
+  // 0), which all come first once the round ends.
+  auto last_drain = std::chrono::steady_clock::now();
   for (pid_t pid : pids) {
+    if (std::chrono::steady_clock::now() - last_drain > std::chrono::milliseconds(20)) {
+      DrainAll(sink, /*end_round=*/false);
+      last_drain = std::chrono::steady_clock::now();
+    }
     auto maps = ReadProcMaps(pid);
     if (!maps.ok()) continue;  // exited meanwhile, or a kernel thread
     for (pid_t tid : ListThreads(pid)) {
@@ -628,7 +637,7 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
   sink.OnRoundEnd();
 }
 
-size_t Capture::DrainAll(CaptureSink& sink) {
+size_t Capture::DrainAll(CaptureSink& sink, bool end_round) {
   size_t n = 0;
   for (size_t index : buffers_) {
     RingBuffer* ring = events_[index].ring();
@@ -641,7 +650,7 @@ size_t Capture::DrainAll(CaptureSink& sink) {
   }
   stats_.bad_size = bad;
   stats_.straddled = straddled;
-  sink.OnRoundEnd();
+  if (end_round) sink.OnRoundEnd();
   return n;
 }
 

@@ -124,7 +124,9 @@ class Capture {
   Status ReleaseCommand();
   void SynthesizeKernel(CaptureSink& sink);
   void SynthesizeExisting(CaptureSink& sink);
-  size_t DrainAll(CaptureSink& sink);
+  // Hands every record the buffers hold to the sink; with end_round, ends
+  // the round (which lets the sink release what is ordered).
+  size_t DrainAll(CaptureSink& sink, bool end_round = true);
   void HandleRecord(Bytes record, CaptureSink& sink);
   // Build-id of the file mapped at [start, end) in pid via map_files.
   BuildId MappedBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* resolved_range_err);

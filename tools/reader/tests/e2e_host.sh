@@ -286,6 +286,22 @@ t_vdso_is_symbolized() {
 	python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('NOTE: [vdso] build-id source: ' + ', '.join(sorted({m['source'] for m in d['capture']['mappings'] if m['path'] == '[vdso]'})))" "$W/vdso.json"
 }
 
+t_startup_with_many_processes_loses_nothing() {
+	# -a reads every existing process's mappings after enabling the events
+	# (seconds on a busy machine); the buffers must be drained meanwhile.
+	# Tiny buffers (-m 1, about 85 samples per CPU) make a stall visible.
+	local sleepers=() i
+	for ((i = 0; i < 1000; i++)); do sleep 60 & sleepers+=($!); done
+	local rc=0
+	"$READER_BIN" record -q -a -F 1000 -m 1 -d 0.5 --no-buildid-cache -o "$W/many.data" || rc=$?
+	kill "${sleepers[@]}" 2>/dev/null
+	wait "${sleepers[@]}" 2>/dev/null || true
+	[ $rc -eq 0 ] || fail "record -a exited $rc"
+	"$READER_BIN" report -i "$W/many.data" --format json >"$W/many.json"
+	json_check "$W/many.json" "d['capture']['mappings_by_source']['map_files'] >= 1000"
+	json_check "$W/many.json" "d['capture']['lost_records'] == 0 and d['capture']['lost_samples'] == 0"
+}
+
 t_ctrl_c_drains_and_writes() {
 	"$READER_BIN" record -q -a -F 1000 -o "$W/sigint.data" --no-buildid-cache & local rp=$!
 	# Long enough to outlast the synthesis of every running process.
@@ -348,7 +364,7 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
        t_perf_reads_our_file t_we_read_perf_files t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
-       t_vdso_is_symbolized
+       t_vdso_is_symbolized t_startup_with_many_processes_loses_nothing
        t_ctrl_c_drains_and_writes t_errors_are_clear t_permission_error_names_paranoid)
 echo "[==========] Running ${#tests[@]} tests from $SUITE"
 for t in "${tests[@]}"; do run "${t#t_}" "$t"; done
