@@ -575,11 +575,13 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
   // no round, so nothing is released before the synthesized records (time
   // 0), which all come first once the round ends.
   auto last_drain = std::chrono::steady_clock::now();
+  auto keep_draining = [&] {
+    if (std::chrono::steady_clock::now() - last_drain < std::chrono::milliseconds(20)) return;
+    DrainAll(sink, /*end_round=*/false);
+    last_drain = std::chrono::steady_clock::now();
+  };
   for (pid_t pid : pids) {
-    if (std::chrono::steady_clock::now() - last_drain > std::chrono::milliseconds(20)) {
-      DrainAll(sink, /*end_round=*/false);
-      last_drain = std::chrono::steady_clock::now();
-    }
+    keep_draining();
     auto maps = ReadProcMaps(pid);
     if (!maps.ok()) continue;  // exited meanwhile, or a kernel thread
     for (pid_t tid : ListThreads(pid)) {
@@ -593,6 +595,7 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       ++stats_.synthesized;
     }
     for (const ProcMapping& pm : *maps) {
+      keep_draining();  // a cold file's build-id can take a while to read
       const bool vdso = pm.path == "[vdso]";
       if (!pm.executable || (IsSpecialPath(pm.path) && !vdso)) continue;
       MmapRecord m;

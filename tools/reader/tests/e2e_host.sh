@@ -290,6 +290,12 @@ t_startup_with_many_processes_loses_nothing() {
 	# -a reads every existing process's mappings after enabling the events
 	# (seconds on a busy machine); the buffers must be drained meanwhile.
 	# Tiny buffers (-m 1, about 85 samples per CPU) make a stall visible.
+	# Where even a capture without the extra processes loses records with
+	# such buffers (the TCG guests), the test cannot tell and is skipped.
+	"$READER_BIN" record -q -a -F 1000 -m 1 -d 0.5 --no-buildid-cache -o "$W/few.data"
+	"$READER_BIN" report -i "$W/few.data" --format json >"$W/few.json"
+	json_check "$W/few.json" "d['capture']['lost_records'] == 0 and d['capture']['lost_samples'] == 0" >/dev/null ||
+		skip "-m 1 loses records here even without extra processes"
 	local sleepers=() i
 	for ((i = 0; i < 1000; i++)); do sleep 60 & sleepers+=($!); done
 	local rc=0
