@@ -149,9 +149,6 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   auto file = PerfDataReader::Open(options.input);
   if (!file.ok()) return file.status();
   const PerfDataReader& r = *file;
-  if (r.HasFeature(kFeatureCompressed))
-    return Status::Failure(options.input + ": compressed (zstd) perf.data is not supported; "
-                                           "re-record with perf record -z off");
 
   auto formats = FileFormats::Create(r.attrs());
   if (!formats.ok()) return Status::Failure(options.input + ": " + formats.status().ToString());
@@ -253,8 +250,6 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
   auto file = PerfDataReader::Open(options.input);
   if (!file.ok()) return file.status();
   const PerfDataReader& r = *file;
-  if (r.HasFeature(kFeatureCompressed))
-    return Status::Failure(options.input + ": compressed (zstd) perf.data is not supported");
   if (r.meta_json().empty())
     return Status::Failure(options.input +
                            ": not an mmap3-reader capture (perf's own files need no conversion)");

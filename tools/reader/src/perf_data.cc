@@ -238,6 +238,11 @@ Status PerfDataReader::Parse() {
   data_offset_ = h.data.offset;
   data_size_ = h.data.size;
   std::memcpy(features_, h.features, sizeof(features_));
+  // Compressed data is PERF_RECORD_COMPRESSED records of zstd frames: none
+  // of it could be framed or decoded here.
+  if (HasFeature(kFeatureCompressed))
+    return Status::Failure(path_ + ": compressed (zstd) perf.data is not supported; "
+                                   "re-record with perf record -z off");
 
   if (h.attr_size <= sizeof(FileSection) || h.attr_size > 4096)
     return Status::Failure(path_ + ": corrupt attr size");

@@ -10,6 +10,9 @@
 // perf 6.1 counts them as unknown and then fails at the next FINISHED_ROUND,
 // so MMAP3-mode captures go through RunInject() (commands.h) for perf.
 //
+// PerfDataReader refuses what it cannot frame: pipe mode, the other
+// endianness, zstd-compressed data.
+//
 // Contract: PerfDataWriter buffers records and patches the header in
 // Finish(); a file without Finish() has a zero data size and is rejected by
 // readers.  PerfDataReader maps the file; spans it returns stay valid as long

@@ -126,6 +126,32 @@ TEST(PerfDataTest, CorruptRecordSizeStopsIterationAndIsReported) {
   EXPECT_EQ(n, 1);
 }
 
+TEST(PerfDataTest, CompressedFilesAreRefusedWithAWayOut) {
+  TempDir dir;
+  const std::string path = dir.File("perf.data");
+  {
+    auto w = PerfDataWriter::Create(path, {Attr()});
+    ASSERT_TRUE(w.ok());
+    CommRecord c;
+    c.comm = "x";
+    ASSERT_TRUE(w->Write(EncodeComm(c, kFormat)).ok());
+    ASSERT_TRUE(w->Finish({}, "").ok());
+  }
+  // HEADER_COMPRESSED is bit 27 of the first features word (offset 72).
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t features;
+  f.seekg(72);
+  f.read(reinterpret_cast<char*>(&features), 8);
+  features |= uint64_t{1} << kFeatureCompressed;
+  f.seekp(72);
+  f.write(reinterpret_cast<const char*>(&features), 8);
+  f.close();
+  auto r = PerfDataReader::Open(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("perf record -z off"), std::string::npos)
+      << r.status().ToString();
+}
+
 TEST(PerfDataTest, OverlappingIdSectionsAreRejected) {
   // Every attr pointing its ids at the whole file: valid sections add up to
   // at most the file, these to (attrs x file size).  Refused, not copied.
