@@ -379,12 +379,20 @@ Result<int> OpenMapping(uint32_t pid, uint64_t start, uint64_t end) {
 
 }  // namespace
 
-BuildId Capture::VdsoBuildId(uint32_t pid, uint64_t start, uint64_t end) {
+BuildId Capture::VdsoBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* error) {
   auto fd = ReadVdsoImage(static_cast<pid_t>(pid), start, end);
-  if (!fd.ok()) return {};
+  if (!fd.ok()) {
+    *error = fd.status().ToString();
+    return {};
+  }
   auto id = ReadBuildIdFromFd(*fd, "[vdso]");
   close(*fd);
-  return id.ok() ? *id : BuildId();
+  if (!id.ok()) {
+    *error = id.status().ToString();
+    return {};
+  }
+  if (id->empty()) *error = "[vdso] image has no build-id note";
+  return *id;
 }
 
 BuildId Capture::MappedBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* error) {
@@ -488,8 +496,7 @@ void Capture::HandleRecord(Bytes record, CaptureSink& sink) {
   std::string error;
   if (m.filename == "[vdso]" && m.build_id.empty() && !final_status && m.pid != kKernelPid) {
     // MMAP2 has no build-id for the vDSO (it has no file); read its image.
-    id = VdsoBuildId(m.pid, m.start, m.start + m.len);
-    if (id.empty()) error = "[vdso] unreadable";
+    id = VdsoBuildId(m.pid, m.start, m.start + m.len, &error);
     source = BuildIdSource::kVdso;
   } else if (!m.build_id.empty() || final_status || IsSpecialPath(m.filename) ||
              m.pid == kKernelPid) {
@@ -613,9 +620,8 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       m.filename = pm.path;
       m.sample_id = {true, true, false, true, m.pid, m.tid, 0, 0, 0};
       std::string error;
-      BuildId id = vdso ? VdsoBuildId(m.pid, pm.start, pm.end)
+      BuildId id = vdso ? VdsoBuildId(m.pid, pm.start, pm.end, &error)
                         : MappedBuildId(m.pid, pm.start, pm.end, &error);
-      if (vdso && id.empty()) error = "[vdso] unreadable";
       if (mode_ == CaptureMode::kMmap3) {
         // Keep both identities, as the kernel's MMAP3 records do.
         m.format = MmapFormat::kMmap3;

@@ -130,8 +130,9 @@ class Capture {
   void HandleRecord(Bytes record, CaptureSink& sink);
   // Build-id of the file mapped at [start, end) in pid via map_files.
   BuildId MappedBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* resolved_range_err);
-  // Build-id of the [vdso] image at [start, end) in pid (empty if unreadable).
-  BuildId VdsoBuildId(uint32_t pid, uint64_t start, uint64_t end);
+  // Build-id of the [vdso] image at [start, end) in pid; empty, with *error
+  // set, if the image cannot be read or (unlike a file) has no note.
+  BuildId VdsoBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* error);
   void CacheFile(uint32_t pid, uint64_t start, uint64_t end, const BuildId& id,
                  std::string_view path,
                  BuildIdCache::Priority priority = BuildIdCache::Priority::kLive);

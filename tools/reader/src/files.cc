@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 namespace mmap3 {
 namespace {
 
@@ -42,6 +44,21 @@ Result<int> OpenRegularFile(const std::string& path) {
   close(pfd);
   if (fd < 0) return Status::FromErrno(saved, "open " + path);
   return fd;
+}
+
+Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    ssize_t n = pwrite(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write " + path);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return {};
 }
 
 }  // namespace mmap3

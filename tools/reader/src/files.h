@@ -8,6 +8,8 @@
 #ifndef MMAP3_READER_FILES_H_
 #define MMAP3_READER_FILES_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "result.h"
@@ -17,6 +19,10 @@ namespace mmap3 {
 // Read-only, close-on-exec descriptor of a regular file; the caller owns it.
 // Anything else is an error naming the path and what it is.
 Result<int> OpenRegularFile(const std::string& path);
+
+// Writes all `size` bytes at `offset` (pwrite, retried on EINTR and short
+// writes); `path` names the file in the error.
+Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path);
 
 }  // namespace mmap3
 

@@ -43,21 +43,6 @@ struct BuildIdEntryHeader {
 };
 static_assert(sizeof(BuildIdEntryHeader) == 36);
 
-Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (size > 0) {
-    ssize_t n = pwrite(fd, p, size, static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("write " + path);
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return {};
-}
-
 void Append(std::vector<uint8_t>& out, const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   out.insert(out.end(), b, b + n);

@@ -150,17 +150,10 @@ Result<int> ReadVdsoImage(pid_t pid, uint64_t start, uint64_t end) {
   close(mem);
   int fd = memfd_create("vdso", MFD_CLOEXEC);
   if (fd < 0) return ErrnoStatus("memfd_create");
-  for (done = 0; done < image.size();) {
-    ssize_t n = write(fd, image.data() + done, image.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Status s = ErrnoStatus("write vdso image");
-      close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(n);
+  if (Status s = WriteAll(fd, image.data(), image.size(), 0, "[vdso] image"); !s.ok()) {
+    close(fd);
+    return s;
   }
-  lseek(fd, 0, SEEK_SET);
   return fd;
 }
 
