@@ -751,9 +751,13 @@ Status Capture::Run(CaptureSink& sink) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
 
-  // Enable before synthesizing: a mapping created in between is then
-  // reported by the kernel too, rather than by neither.  Synthesized records
-  // carry time 0, so the sorter puts them before anything the kernel wrote.
+  // The kernel text does not move: read it (all of /proc/kallsyms, tens of
+  // milliseconds) before the buffers start filling.
+  SynthesizeKernel(sink);
+  // Enable before synthesizing processes: a mapping created in between is
+  // then reported by the kernel too, rather than by neither.  Synthesized
+  // records carry time 0, so the sorter puts them before anything the
+  // kernel wrote.
   if (options_.target != CaptureOptions::Target::kCommand) {
     for (PerfEventFd& e : events_) {
       if (Status s = e.Enable(); !s.ok()) {
@@ -762,7 +766,6 @@ Status Capture::Run(CaptureSink& sink) {
       }
     }
   }
-  SynthesizeKernel(sink);
   SynthesizeExisting(sink);
   if (!options_.command.empty()) {
     if (Status s = ReleaseCommand(); !s.ok()) {
