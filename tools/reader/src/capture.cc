@@ -581,16 +581,18 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
   // mappings takes seconds: keep taking records out of the buffers, but end
   // no round, so nothing is released before the synthesized records (time
   // 0), which all come first once the round ends.
-  auto last_drain = std::chrono::steady_clock::now();
+  const auto started = std::chrono::steady_clock::now();
+  auto last_drain = started;
   auto keep_draining = [&] {
     if (std::chrono::steady_clock::now() - last_drain < std::chrono::milliseconds(20)) return;
-    DrainAll(sink, /*end_round=*/false);
+    stats_.startup_drained += DrainAll(sink, /*end_round=*/false);
     last_drain = std::chrono::steady_clock::now();
   };
   for (pid_t pid : pids) {
     keep_draining();
     auto maps = ReadProcMaps(pid);
     if (!maps.ok()) continue;  // exited meanwhile, or a kernel thread
+    if (!maps->empty()) ++stats_.startup_processes;
     for (pid_t tid : ListThreads(pid)) {
       CommRecord c;
       c.pid = c.tid = static_cast<uint32_t>(pid);
@@ -643,6 +645,8 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       ++stats_.mmaps;
     }
   }
+  stats_.startup_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   sink.OnRoundEnd();
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -69,7 +70,11 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
           {"lost_records", s.lost_records},
           {"bad_size", s.bad_size},
           {"filled_build_ids", s.filled_build_ids},
-          {"fill_failures", s.fill_failures}};
+          {"fill_failures", s.fill_failures},
+          {"startup",
+           {{"processes", s.startup_processes},
+            {"seconds", s.startup_seconds},
+            {"records_drained", s.startup_drained}}}};
 }
 
 SymbolSearch SearchFor(const std::string& cache_dir) {
@@ -142,6 +147,9 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   result.report = profile.BuildReport(symbolizer, CaptureModeName(c.mode()));
   result.report.event_lost = static_cast<int64_t>(c.stats().event_lost);
   result.report.bad_records += c.stats().bad_size;  // framing errors in the ring buffers
+  const CaptureStats& st = c.stats();
+  result.report.startup =
+      StartupStats{st.startup_processes, st.startup_seconds, st.startup_drained};
   return result;
 }
 
@@ -157,6 +165,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   SourceOverrides overrides;
   int64_t event_lost = -1;
   uint64_t ring_bad = 0;
+  std::optional<StartupStats> startup;
   if (!r.meta_json().empty()) {
     // Our own section, but from a file: every field is checked for its type
     // (json::value() throws on a mistyped one) and a bad one is ignored.
@@ -171,6 +180,14 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
         event_lost = e->get<int64_t>();
       if (const json* b = field(meta, "bad_size"); b && b->is_number_unsigned())
         ring_bad = b->get<uint64_t>();
+      if (const json* s = field(meta, "startup"); s && s->is_object()) {
+        const json* n = field(*s, "processes");
+        const json* secs = field(*s, "seconds");
+        const json* drained = field(*s, "records_drained");
+        if (n && n->is_number_unsigned() && secs && secs->is_number() && drained &&
+            drained->is_number_unsigned())
+          startup = StartupStats{n->get<uint64_t>(), secs->get<double>(), drained->get<uint64_t>()};
+      }
       if (const json* list = field(meta, "overrides"); list && list->is_array()) {
         for (const json& o : *list) {
           if (!o.is_object()) continue;
@@ -243,6 +260,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   ReportModel model = profile.BuildReport(symbolizer, mode);
   model.bad_records += framing_errors + ring_bad;
   model.event_lost = event_lost;
+  model.startup = startup;
   return model;
 }
 

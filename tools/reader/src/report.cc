@@ -26,7 +26,14 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
     sources += fmt::format(" {}={}", BuildIdSourceName(static_cast<BuildIdSource>(i)),
                            m.mappings_by_source[i]);
   }
-  fmt::print(out, "# mappings by build-id source:{}\n#\n", sources.empty() ? " (none)" : sources);
+  fmt::print(out, "# mappings by build-id source:{}\n", sources.empty() ? " (none)" : sources);
+  if (m.startup && m.startup->processes != 0) {
+    fmt::print(out,
+               "# startup: mappings of {} processes read in {:.2f} s, {} records drained "
+               "meanwhile\n",
+               m.startup->processes, m.startup->seconds, m.startup->records_drained);
+  }
+  fmt::print(out, "#\n");
   size_t comm_w = 7, dso_w = 3;
   std::vector<std::string> dsos;
   dsos.reserve(m.rows.size());
@@ -79,6 +86,10 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"lost_samples", m.lost_samples},
                 {"event_lost", m.event_lost < 0 ? json(nullptr) : json(m.event_lost)},
                 {"bad_records", m.bad_records},
+                {"startup", m.startup ? json{{"processes", m.startup->processes},
+                                             {"seconds", m.startup->seconds},
+                                             {"records_drained", m.startup->records_drained}}
+                                      : json(nullptr)},
                 {"mappings_by_source", sources},
                 {"mappings", mappings}}},
               {"rows", rows}};

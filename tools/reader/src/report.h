@@ -9,6 +9,7 @@
 //     "samples": N, "period": N, "lost_records": N, "lost_samples": N,
 //     "event_lost": N | null,
 //     "bad_records": N,
+//     "startup": {"processes": N, "seconds": F, "records_drained": N} | null,
 //     "mappings_by_source": {"mmap3": N, "mmap2": N, "map_files": N, ...},
 //     "mappings": [{"pid": N, "start": "0x..", "end": "0x..", "pgoff": "0x..",
 //                   "path": "...", "build_id": "hex" | "", "source": "..."}]
@@ -26,6 +27,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -59,6 +61,13 @@ struct ReportStack {
   uint64_t samples = 0;
 };
 
+// What record read of the processes that existed when it started (-a, -p).
+struct StartupStats {
+  uint64_t processes = 0;
+  double seconds = 0;
+  uint64_t records_drained = 0;  // taken from the buffers meanwhile
+};
+
 struct ReportModel {
   std::string mode;
   uint64_t samples = 0;
@@ -69,6 +78,7 @@ struct ReportModel {
   // (-1 when unknown: older kernels, or perf's own files).
   int64_t event_lost = -1;
   uint64_t bad_records = 0;
+  std::optional<StartupStats> startup;  // unknown for perf's files
   std::array<uint64_t, kBuildIdSourceCount> mappings_by_source{};
   std::vector<ReportRow> rows;
   std::vector<ReportMapping> mappings;

@@ -95,13 +95,19 @@ TEST(RunReportTest, ReplaysAFileInTimestampOrderAcrossRounds) {
     ASSERT_TRUE(w->Write(EncodeFinishedRound()).ok());
     ASSERT_TRUE(w->Write(Sample(5, 0x10000000 + off, 40)).ok());
     ASSERT_TRUE(w->Write(EncodeFinishedRound()).ok());
-    ASSERT_TRUE(w->Finish({}, R"({"mode":"mmap2-build-id","event_lost":0})").ok());
+    ASSERT_TRUE(w->Finish({}, R"({"mode":"mmap2-build-id","event_lost":0,
+        "startup":{"processes":12,"seconds":0.25,"records_drained":30}})")
+                    .ok());
   }
   ReportOptions o;
   o.input = file;
   auto m = RunReport(o);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->mode, "mmap2-build-id");
+  ASSERT_TRUE(m->startup.has_value());
+  EXPECT_EQ(m->startup->processes, 12u);
+  EXPECT_DOUBLE_EQ(m->startup->seconds, 0.25);
+  EXPECT_EQ(m->startup->records_drained, 30u);
   EXPECT_EQ(m->samples, 2u);
   ASSERT_EQ(m->rows.size(), 1u);
   EXPECT_EQ(m->rows[0].symbol, "report_fn");
@@ -119,6 +125,7 @@ TEST(RunReportTest, MistypedMetadataIsIgnoredNotFatal) {
     ASSERT_TRUE(w->Write(Comm(5, "app", 1)).ok());
     ASSERT_TRUE(w->Write(Sample(5, 0x10, 2)).ok());
     ASSERT_TRUE(w->Finish({}, R"({"mode": 7, "event_lost": "many", "bad_size": -1,
+        "startup": {"processes": 3, "seconds": "slow", "records_drained": 1},
         "overrides": [{"pid": "x", "start": 1, "build_id": "11", "source": "map_files"},
                       {"pid": 5, "start": {}, "build_id": 3, "source": ["map_files"]}, 42]})")
                     .ok());
@@ -129,6 +136,7 @@ TEST(RunReportTest, MistypedMetadataIsIgnoredNotFatal) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->mode, "perf.data");  // the mistyped mode is not used
   EXPECT_EQ(m->event_lost, -1);
+  EXPECT_FALSE(m->startup.has_value());
   EXPECT_EQ(m->samples, 1u);
 }
 

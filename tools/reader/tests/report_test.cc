@@ -47,6 +47,24 @@ TEST(ReportTest, TextTableShowsShortBuildIdsInOrder) {
   EXPECT_NE(s.find("75.00%"), std::string::npos);
   EXPECT_LT(s.find("foo_work"), s.find("[unknown]+0x10"));
   EXPECT_NE(s.find("map_files=1"), std::string::npos);
+  EXPECT_EQ(s.find("# startup:"), std::string::npos);  // unknown: no line
+}
+
+TEST(ReportTest, StartupIsShownWhenKnown) {
+  ReportModel m = Model();
+  m.startup = StartupStats{1009, 0.14, 168};
+  std::ostringstream text;
+  WriteTextReport(m, text);
+  EXPECT_NE(text.str().find("# startup: mappings of 1009 processes read in 0.14 s, 168 records "
+                            "drained meanwhile\n"),
+            std::string::npos)
+      << text.str();
+  std::ostringstream out;
+  WriteJsonReport(m, out);
+  auto j = nlohmann::json::parse(out.str());
+  EXPECT_EQ(j["capture"]["startup"]["processes"], 1009);
+  EXPECT_EQ(j["capture"]["startup"]["records_drained"], 168);
+  EXPECT_DOUBLE_EQ(j["capture"]["startup"]["seconds"].get<double>(), 0.14);
 }
 
 TEST(ReportTest, JsonFollowsTheDocumentedSchema) {
@@ -58,6 +76,7 @@ TEST(ReportTest, JsonFollowsTheDocumentedSchema) {
   EXPECT_EQ(j["capture"]["samples"], 4);
   EXPECT_EQ(j["capture"]["lost_records"], 2);
   EXPECT_EQ(j["capture"]["event_lost"], 2);
+  EXPECT_TRUE(j["capture"]["startup"].is_null());
   EXPECT_EQ(j["capture"]["mappings_by_source"]["map_files"], 1);
   EXPECT_EQ(j["capture"]["mappings"][0]["start"], "0x1000");
   EXPECT_EQ(j["capture"]["mappings"][0]["source"], "map_files");
