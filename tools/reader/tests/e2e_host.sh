@@ -275,6 +275,35 @@ t_pid_of_a_thread_means_its_process() {
 	json_check "$W/tid.json" "sum(r['samples'] for r in rows if r['path'] == '[unknown]') * 10 < d['capture']['samples']"
 }
 
+t_pid_whose_main_thread_exited() {
+	# A process whose main thread has exited while a worker lives on (a
+	# zombie leader) shows its mappings only under the worker's /proc/TID:
+	# existing ones must still be synthesized and new ones filled in.  Plain
+	# MMAP2 (--mode mmap2) gives no build-ids, so every one is read by us.
+	"$W/threads" 3000 leader-exits "$W/v2.so" >"$W/zombie.out" & local pid=$!
+	local tid="" i
+	for i in $(seq 100); do
+		tid=$(awk '/^tid / {print $2}' "$W/zombie.out")
+		[ -n "$tid" ] && break
+		sleep 0.05
+	done
+	[ -n "$tid" ] || { kill $pid; fail "the main thread did not exit"; }
+	[ "$(awk '{print $3}' /proc/$pid/stat)" = Z ] && [ ! -s /proc/$pid/maps ] ||
+		{ kill $pid; fail "the main thread is not a zombie without mappings"; }
+	local rc=0
+	"$READER_BIN" record -q --mode mmap2 -p $pid -d 1 -o "$W/zombie.data" --no-buildid-cache || rc=$?
+	kill $pid 2>/dev/null || true
+	wait $pid 2>/dev/null || true
+	[ $rc -eq 0 ] || fail "record -p exited $rc"
+	"$READER_BIN" report -i "$W/zombie.data" --format json >"$W/zombie.json"
+	json_check "$W/zombie.json" "len(find('e2e_v1_hot', 'threads')) == 1 and find('e2e_v1_hot', 'threads')[0]['build_id'] == '$ID1'"
+	json_check "$W/zombie.json" "sum(r['samples'] for r in rows if r['path'] == '[unknown]') * 10 < d['capture']['samples']"
+	# v2.so is mapped and unmapped every 50 ms: one mapping may be there at
+	# the start, the others are made during the capture.
+	json_check "$W/zombie.json" "len([m for m in d['capture']['mappings'] if m['path'] == '$W/v2.so']) >= 3"
+	json_check "$W/zombie.json" "all(m['build_id'] == '$ID2' for m in d['capture']['mappings'] if m['path'] == '$W/v2.so')"
+}
+
 t_vdso_is_symbolized() {
 	# The vDSO has no file: its build-id comes from the kernel (MMAP3) or
 	# from the process's memory, and the image is cached where perf keeps it.
@@ -375,7 +404,7 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
        t_perf_reads_our_file t_we_read_perf_files t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
-       t_vdso_is_symbolized t_startup_with_many_processes_drains_meanwhile
+       t_pid_whose_main_thread_exited t_vdso_is_symbolized t_startup_with_many_processes_drains_meanwhile
        t_ctrl_c_drains_and_writes t_errors_are_clear t_permission_error_names_paranoid)
 echo "[==========] Running ${#tests[@]} tests from $SUITE"
 for t in "${tests[@]}"; do run "${t#t_}" "$t"; done

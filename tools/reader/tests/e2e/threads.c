@@ -1,20 +1,31 @@
 /* e2e test program: a worker thread burns CPU in the library while the
  * main thread waits for it.
  *
- *   threads [CPU_MS]
+ *   threads [CPU_MS [leader-exits [FILE]]]
  *
  * Prints "tid <worker's thread id>" once the worker runs, then runs until
- * the worker has used CPU_MS milliseconds of CPU time (default 1000). */
+ * the worker has used CPU_MS milliseconds of CPU time (default 1000).
+ *
+ * With "leader-exits" the main thread exits first (pthread_exit), leaving a
+ * zombie leader beside the live worker, and "tid" is printed only once the
+ * leader is a zombie; the process exits with the worker.  With FILE too,
+ * the worker maps FILE executable for each 50 ms of its CPU time and then
+ * unmaps it: new mappings made by a process whose leader has exited. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 int e2e_lib_hot(int n);  /* libe2e.so */
 
 static double ms = 1000;
+static int leader_exits;
+static const char *map_path;
 
 static double thread_cpu_ms(void)
 {
@@ -24,16 +35,61 @@ static double thread_cpu_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The state letter of the process's main thread, from /proc/self/stat. */
+static char leader_state(void)
+{
+	char buf[512], *p;
+	FILE *f = fopen("/proc/self/stat", "r");
+	size_t n;
+
+	if (!f)
+		return '?';
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');  /* the command name may hold anything */
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
 static void *worker(void *arg)
 {
-	double end = thread_cpu_ms() + ms;
+	double end;
 	long s = 0;
+	int i;
 
 	(void)arg;
+	for (i = 0; leader_exits && leader_state() != 'Z'; i++) {
+		if (i == 5000) {  /* 5 s */
+			fprintf(stderr, "threads: the main thread did not exit\n");
+			exit(1);
+		}
+		usleep(1000);
+	}
 	printf("tid %d\n", gettid());
 	fflush(stdout);
-	while (thread_cpu_ms() < end)
-		s += e2e_lib_hot(20000);
+	end = thread_cpu_ms() + ms;
+	while (thread_cpu_ms() < end) {
+		double chunk = thread_cpu_ms() + 50;
+		void *p = MAP_FAILED;
+		long size = 0;
+
+		if (map_path) {
+			int fd = open(map_path, O_RDONLY);
+
+			size = fd < 0 ? -1 : lseek(fd, 0, SEEK_END);
+			if (size > 0)
+				p = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+			if (p == MAP_FAILED) {
+				perror(map_path);
+				exit(1);
+			}
+			close(fd);
+		}
+		while (thread_cpu_ms() < chunk && thread_cpu_ms() < end)
+			s += e2e_lib_hot(20000);
+		if (p != MAP_FAILED)
+			munmap(p, size);
+	}
 	return (void *)s;
 }
 
@@ -43,8 +99,13 @@ int main(int argc, char **argv)
 
 	if (argc > 1)
 		ms = atof(argv[1]);
+	leader_exits = argc > 2 && !strcmp(argv[2], "leader-exits");
+	if (argc > 3)
+		map_path = argv[3];
 	if (pthread_create(&t, NULL, worker, NULL) != 0)
 		return 1;
+	if (leader_exits)
+		pthread_exit(NULL);
 	pthread_join(t, NULL);
 	return 0;
 }
