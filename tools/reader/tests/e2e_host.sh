@@ -256,16 +256,24 @@ t_pid_capture_ends_when_its_process_exits() {
 	json_check "$W/pidexit.json" "len(find('e2e_main_hot', 'prog')) == 1"
 }
 
+# worker_tid FILE: the "tid N" that tests/e2e/threads.c prints to FILE once
+# its worker runs; empty if none within 5 s.
+worker_tid() {
+	local i tid=""
+	for i in $(seq 100); do
+		tid=$(awk '/^tid / {print $2}' "$1")
+		[ -n "$tid" ] && break
+		sleep 0.05
+	done
+	echo "$tid"
+}
+
 t_pid_of_a_thread_means_its_process() {
 	# -p with a thread id profiles the whole process, attributed to it (the
 	# samples carry the process id, so the mappings must be under it too).
 	"$W/threads" 1500 >"$W/threads.out" & local pid=$!
-	local tid="" i
-	for i in $(seq 100); do
-		tid=$(awk '/^tid / {print $2}' "$W/threads.out")
-		[ -n "$tid" ] && break
-		sleep 0.05
-	done
+	local tid
+	tid=$(worker_tid "$W/threads.out")
 	[ -n "$tid" ] && [ "$tid" != "$pid" ] || { kill $pid; fail "no worker thread id"; }
 	"$READER_BIN" record -q -p "$tid" -d 1 -o "$W/tid.data" --no-buildid-cache || { kill $pid; fail "record -p TID"; }
 	kill $pid 2>/dev/null || true
@@ -281,12 +289,8 @@ t_pid_whose_main_thread_exited() {
 	# existing ones must still be synthesized and new ones filled in.  Plain
 	# MMAP2 (--mode mmap2) gives no build-ids, so every one is read by us.
 	"$W/threads" 3000 leader-exits "$W/v2.so" >"$W/zombie.out" & local pid=$!
-	local tid="" i
-	for i in $(seq 100); do
-		tid=$(awk '/^tid / {print $2}' "$W/zombie.out")
-		[ -n "$tid" ] && break
-		sleep 0.05
-	done
+	local tid
+	tid=$(worker_tid "$W/zombie.out")
 	[ -n "$tid" ] || { kill $pid; fail "the main thread did not exit"; }
 	[ "$(awk '{print $3}' /proc/$pid/stat)" = Z ] && [ ! -s /proc/$pid/maps ] ||
 		{ kill $pid; fail "the main thread is not a zombie without mappings"; }
