@@ -608,7 +608,7 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
   auto last_drain = started;
   auto keep_draining = [&] {
     if (std::chrono::steady_clock::now() - last_drain < std::chrono::milliseconds(20)) return;
-    stats_.startup_drained += DrainAll(sink, /*end_round=*/false);
+    stats_.startup.records_drained += DrainAll(sink, /*end_round=*/false);
     last_drain = std::chrono::steady_clock::now();
   };
   for (pid_t pid : pids) {
@@ -626,7 +626,7 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
         via = threads[i];
       }
     }
-    if (!maps->empty()) ++stats_.startup_processes;
+    if (!maps->empty()) ++stats_.startup.processes;
     for (pid_t tid : threads) {
       CommRecord c;
       c.pid = c.tid = static_cast<uint32_t>(pid);
@@ -679,7 +679,7 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       ++stats_.mmaps;
     }
   }
-  stats_.startup_seconds =
+  stats_.startup.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   sink.OnRoundEnd();
 }

@@ -44,6 +44,7 @@
 #include "build_id_cache.h"
 #include "perf_event_fd.h"
 #include "record.h"
+#include "report.h"
 #include "result.h"
 
 namespace mmap3 {
@@ -82,11 +83,7 @@ struct CaptureStats {
   uint64_t filled_build_ids = 0; // build-ids read by us via map_files
   uint64_t fill_failures = 0;    // map_files unreadable (process gone, no permission)
   uint64_t synthesized = 0;
-  // Startup: existing processes whose mappings were read (-a, -p), how long
-  // that took, and the records taken from the buffers meanwhile.
-  uint64_t startup_processes = 0;
-  double startup_seconds = 0;
-  uint64_t startup_drained = 0;
+  StartupStats startup;
   double elapsed_seconds = 0;
 };
 

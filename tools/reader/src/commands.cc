@@ -72,9 +72,9 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
           {"filled_build_ids", s.filled_build_ids},
           {"fill_failures", s.fill_failures},
           {"startup",
-           {{"processes", s.startup_processes},
-            {"seconds", s.startup_seconds},
-            {"records_drained", s.startup_drained}}}};
+           {{"processes", s.startup.processes},
+            {"seconds", s.startup.seconds},
+            {"records_drained", s.startup.records_drained}}}};
 }
 
 SymbolSearch SearchFor(const std::string& cache_dir) {
@@ -147,9 +147,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   result.report = profile.BuildReport(symbolizer, CaptureModeName(c.mode()));
   result.report.event_lost = static_cast<int64_t>(c.stats().event_lost);
   result.report.bad_records += c.stats().bad_size;  // framing errors in the ring buffers
-  const CaptureStats& st = c.stats();
-  result.report.startup =
-      StartupStats{st.startup_processes, st.startup_seconds, st.startup_drained};
+  result.report.startup = c.stats().startup;
   return result;
 }
 
