@@ -377,31 +377,40 @@ Result<int> OpenMapping(uint32_t pid, uint64_t start, uint64_t end) {
   return fd;
 }
 
-// Calls open(pid), and if that fails, open(tid) of one of its threads: a
-// process whose main thread has exited while others live on shows its
-// mappings (maps, map_files, mem) only under /proc/TID of a live thread.
+// Opens, through open(id), what /proc/<id> shows of process pid's address
+// space (map_files, mem): /proc/PID, or, once its main thread has exited
+// while others live on (a zombie leader: /proc/PID shows no mappings),
+// /proc/TID of a live thread.  A thread's file is kept only if the thread
+// is still listed under /proc/PID/task after the open, so a thread id
+// reused by another process never gives that process's file.
 template <typename Open>
-Result<int> ProcessOrThread(uint32_t pid, uint32_t tid, Open open) {
+Result<int> OpenInProcess(uint32_t pid, Open open) {
   Result<int> fd = open(pid);
-  if (fd.ok() || tid == pid || tid == 0) return fd;
-  Result<int> by_thread = open(tid);
-  return by_thread.ok() ? by_thread : fd;
+  const auto p = static_cast<pid_t>(pid);
+  if (fd.ok() || !HasNoMappings(p)) return fd;
+  for (pid_t tid : ListThreads(p)) {
+    if (tid == p) continue;
+    Result<int> by_thread = open(static_cast<uint32_t>(tid));
+    if (!by_thread.ok()) continue;
+    if (IsThreadOf(p, tid)) return by_thread;
+    close(*by_thread);
+  }
+  return fd;
 }
 
-Result<int> OpenProcessMapping(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end) {
-  return ProcessOrThread(pid, tid, [&](uint32_t id) { return OpenMapping(id, start, end); });
+Result<int> OpenProcessMapping(uint32_t pid, uint64_t start, uint64_t end) {
+  return OpenInProcess(pid, [&](uint32_t id) { return OpenMapping(id, start, end); });
 }
 
-Result<int> OpenProcessVdso(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end) {
-  return ProcessOrThread(
-      pid, tid, [&](uint32_t id) { return ReadVdsoImage(static_cast<pid_t>(id), start, end); });
+Result<int> OpenProcessVdso(uint32_t pid, uint64_t start, uint64_t end) {
+  return OpenInProcess(
+      pid, [&](uint32_t id) { return ReadVdsoImage(static_cast<pid_t>(id), start, end); });
 }
 
 }  // namespace
 
-BuildId Capture::VdsoBuildId(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end,
-                             std::string* error) {
-  auto fd = OpenProcessVdso(pid, tid, start, end);
+BuildId Capture::VdsoBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* error) {
+  auto fd = OpenProcessVdso(pid, start, end);
   if (!fd.ok()) {
     *error = fd.status().ToString();
     return {};
@@ -416,9 +425,8 @@ BuildId Capture::VdsoBuildId(uint32_t pid, uint32_t tid, uint64_t start, uint64_
   return *id;
 }
 
-BuildId Capture::MappedBuildId(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end,
-                               std::string* error) {
-  auto fd = OpenProcessMapping(pid, tid, start, end);
+BuildId Capture::MappedBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* error) {
+  auto fd = OpenProcessMapping(pid, start, end);
   if (!fd.ok()) {
     *error = fd.status().ToString();
     return {};
@@ -449,20 +457,19 @@ BuildId Capture::MappedBuildId(uint32_t pid, uint32_t tid, uint64_t start, uint6
   return id;
 }
 
-void Capture::CacheFile(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end,
-                        const BuildId& id, std::string_view path,
-                        BuildIdCache::Priority priority) {
+void Capture::CacheFile(uint32_t pid, uint64_t start, uint64_t end, const BuildId& id,
+                        std::string_view path, BuildIdCache::Priority priority) {
   if (options_.cache == nullptr || id.empty() || options_.cache->Seen(id)) return;
   if (path == "[vdso]") {
     // No file: the image comes from the process's memory.  The cache checks
     // the copy's build-id, so another image is never stored under this id.
-    if (auto fd = OpenProcessVdso(pid, tid, start, end); fd.ok())
+    if (auto fd = OpenProcessVdso(pid, start, end); fd.ok())
       options_.cache->Add(id, "[vdso]", *fd, priority);
     return;
   }
   if (IsSpecialPath(path)) return;
   // Opening pins the inode; the copy itself happens on the cache's worker.
-  auto fd = OpenProcessMapping(pid, tid, start, end);
+  auto fd = OpenProcessMapping(pid, start, end);
   if (!fd.ok()) {
     // The mapping is gone (a short-lived process).  The file at the path is
     // acceptable only if it still has this build-id: the id identifies the
@@ -519,16 +526,16 @@ void Capture::HandleRecord(Bytes record, CaptureSink& sink) {
   std::string error;
   if (m.filename == "[vdso]" && m.build_id.empty() && !final_status && m.pid != kKernelPid) {
     // MMAP2 has no build-id for the vDSO (it has no file); read its image.
-    id = VdsoBuildId(m.pid, m.tid, m.start, m.start + m.len, &error);
+    id = VdsoBuildId(m.pid, m.start, m.start + m.len, &error);
     source = BuildIdSource::kVdso;
   } else if (!m.build_id.empty() || final_status || IsSpecialPath(m.filename) ||
              m.pid == kKernelPid) {
-    CacheFile(m.pid, m.tid, m.start, m.start + m.len, m.build_id, m.filename);
+    CacheFile(m.pid, m.start, m.start + m.len, m.build_id, m.filename);
     sink.OnRecord(record);
     return;
   } else {
     // The kernel gave none: read it from the mapped inode while it is mapped.
-    id = MappedBuildId(m.pid, m.tid, m.start, m.start + m.len, &error);
+    id = MappedBuildId(m.pid, m.start, m.start + m.len, &error);
     source = BuildIdSource::kMapFiles;
   }
   if (id.empty()) {
@@ -538,7 +545,7 @@ void Capture::HandleRecord(Bytes record, CaptureSink& sink) {
   }
   ++stats_.filled_build_ids;
   overrides_.Add(m.pid, m.start, id, source);
-  CacheFile(m.pid, m.tid, m.start, m.start + m.len, id, m.filename);
+  CacheFile(m.pid, m.start, m.start + m.len, id, m.filename);
   sink.OnRecord(WithBuildId(m, id, format()));
 }
 
@@ -604,11 +611,12 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
   // mappings takes seconds: keep taking records out of the buffers, but end
   // no round, so nothing is released before the synthesized records (time
   // 0), which all come first once the round ends.
+  StartupStats& startup = stats_.startup.emplace();
   const auto started = std::chrono::steady_clock::now();
   auto last_drain = started;
   auto keep_draining = [&] {
     if (std::chrono::steady_clock::now() - last_drain < std::chrono::milliseconds(20)) return;
-    stats_.startup.records_drained += DrainAll(sink, /*end_round=*/false);
+    startup.records_drained += DrainAll(sink, /*end_round=*/false);
     last_drain = std::chrono::steady_clock::now();
   };
   for (pid_t pid : pids) {
@@ -617,16 +625,13 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
     if (!maps.ok()) continue;  // exited meanwhile
     const std::vector<pid_t> threads = ListThreads(pid);
     // A kernel thread has no mappings, nor has a main thread that exited
-    // before the others (a zombie leader): then a live thread shows them.
-    pid_t via = pid;
+    // before the others (a zombie leader): then a live thread shows them
+    // (and OpenInProcess finds their files the same way).
     for (size_t i = 0; maps->empty() && i < threads.size(); ++i) {
       if (threads[i] == pid) continue;
-      if (auto by_thread = ReadProcMaps(threads[i]); by_thread.ok() && !by_thread->empty()) {
-        maps = std::move(by_thread);
-        via = threads[i];
-      }
+      if (auto by_thread = ReadProcMaps(threads[i]); by_thread.ok()) maps = std::move(by_thread);
     }
-    if (!maps->empty()) ++stats_.startup.processes;
+    if (!maps->empty()) ++startup.processes;
     for (pid_t tid : threads) {
       CommRecord c;
       c.pid = c.tid = static_cast<uint32_t>(pid);
@@ -656,8 +661,8 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       m.filename = pm.path;
       m.sample_id = {true, true, false, true, m.pid, m.tid, 0, 0, 0};
       std::string error;
-      BuildId id = vdso ? VdsoBuildId(m.pid, via, pm.start, pm.end, &error)
-                        : MappedBuildId(m.pid, via, pm.start, pm.end, &error);
+      BuildId id = vdso ? VdsoBuildId(m.pid, pm.start, pm.end, &error)
+                        : MappedBuildId(m.pid, pm.start, pm.end, &error);
       if (mode_ == CaptureMode::kMmap3) {
         // Keep both identities, as the kernel's MMAP3 records do.
         m.format = MmapFormat::kMmap3;
@@ -669,7 +674,7 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
         if (m.format == MmapFormat::kMmap2) m.format = MmapFormat::kMmap2BuildId;
         m.build_id = id;
         overrides_.Add(m.pid, m.start, id, vdso ? BuildIdSource::kVdso : BuildIdSource::kMapFiles);
-        CacheFile(m.pid, via, pm.start, pm.end, id, pm.path, BuildIdCache::Priority::kBackground);
+        CacheFile(m.pid, pm.start, pm.end, id, pm.path, BuildIdCache::Priority::kBackground);
         ++stats_.filled_build_ids;
       } else if (!error.empty()) {
         ++stats_.fill_failures;
@@ -679,7 +684,7 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       ++stats_.mmaps;
     }
   }
-  stats_.startup.seconds =
+  startup.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   sink.OnRoundEnd();
 }

@@ -36,6 +36,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -83,7 +84,7 @@ struct CaptureStats {
   uint64_t filled_build_ids = 0; // build-ids read by us via map_files
   uint64_t fill_failures = 0;    // map_files unreadable (process gone, no permission)
   uint64_t synthesized = 0;
-  StartupStats startup;
+  std::optional<StartupStats> startup;  // -a and -p only
   double elapsed_seconds = 0;
 };
 
@@ -130,18 +131,12 @@ class Capture {
   // the round (which lets the sink release what is ordered).
   size_t DrainAll(CaptureSink& sink, bool end_round = true);
   void HandleRecord(Bytes record, CaptureSink& sink);
-  // The functions below read process pid's address space through /proc:
-  // /proc/PID, or /proc/TID of its thread tid where the process's main
-  // thread has exited (a zombie leader with live threads shows no mappings).
-  //
-  // Build-id of the file mapped at [start, end) via map_files.
-  BuildId MappedBuildId(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end,
-                        std::string* error);
-  // Build-id of the [vdso] image at [start, end); empty, with *error set, if
-  // the image cannot be read or (unlike a file) has no note.
-  BuildId VdsoBuildId(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end,
-                      std::string* error);
-  void CacheFile(uint32_t pid, uint32_t tid, uint64_t start, uint64_t end, const BuildId& id,
+  // Build-id of the file mapped at [start, end) in pid via map_files.
+  BuildId MappedBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* error);
+  // Build-id of the [vdso] image at [start, end) in pid; empty, with *error
+  // set, if the image cannot be read or (unlike a file) has no note.
+  BuildId VdsoBuildId(uint32_t pid, uint64_t start, uint64_t end, std::string* error);
+  void CacheFile(uint32_t pid, uint64_t start, uint64_t end, const BuildId& id,
                  std::string_view path,
                  BuildIdCache::Priority priority = BuildIdCache::Priority::kLive);
   void ReapChild(bool block);

@@ -62,19 +62,21 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
                  {"source", BuildIdSourceName(source)}});
   });
   const CaptureStats& s = capture.stats();
-  return {{"tool", "mmap3-reader"},
-          {"mode", CaptureModeName(capture.mode())},
-          {"mode_reason", capture.mode_reason()},
-          {"overrides", o},
-          {"event_lost", s.event_lost},
-          {"lost_records", s.lost_records},
-          {"bad_size", s.bad_size},
-          {"filled_build_ids", s.filled_build_ids},
-          {"fill_failures", s.fill_failures},
-          {"startup",
-           {{"processes", s.startup.processes},
-            {"seconds", s.startup.seconds},
-            {"records_drained", s.startup.records_drained}}}};
+  json meta = {{"tool", "mmap3-reader"},
+               {"mode", CaptureModeName(capture.mode())},
+               {"mode_reason", capture.mode_reason()},
+               {"overrides", o},
+               {"event_lost", s.event_lost},
+               {"lost_records", s.lost_records},
+               {"bad_size", s.bad_size},
+               {"filled_build_ids", s.filled_build_ids},
+               {"fill_failures", s.fill_failures}};
+  if (s.startup) {
+    meta["startup"] = {{"processes", s.startup->processes},
+                       {"seconds", s.startup->seconds},
+                       {"records_drained", s.startup->records_drained}};
+  }
+  return meta;
 }
 
 SymbolSearch SearchFor(const std::string& cache_dir) {

@@ -168,6 +168,23 @@ Result<int> OwnVdsoImage() {
 
 bool ProcessExists(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
 
+bool HasNoMappings(pid_t pid) {
+  const std::string path = fmt::format("/proc/{}/maps", pid);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char c;
+  ssize_t n;
+  do {
+    n = read(fd, &c, 1);  // one byte: the kernel formats only the first line
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  return n == 0;
+}
+
+bool IsThreadOf(pid_t pid, pid_t tid) {
+  return access(fmt::format("/proc/{}/task/{}", pid, tid).c_str(), F_OK) == 0;
+}
+
 std::optional<pid_t> ParseTgid(std::string_view status) {
   constexpr std::string_view kField = "\nTgid:";
   size_t at = status.rfind("Tgid:", 0) == 0 ? 0 : status.find(kField);

@@ -46,6 +46,12 @@ Result<int> ReadVdsoImage(pid_t pid, uint64_t start, uint64_t end);
 Result<int> OwnVdsoImage();
 
 bool ProcessExists(pid_t pid);
+// True if process pid exists but /proc/PID shows no mappings: a kernel
+// thread, or a process whose main thread has exited while other threads
+// live on (a zombie leader; /proc/TID of a live thread shows them).
+bool HasNoMappings(pid_t pid);
+// True if task tid is (still) a thread of process pid.
+bool IsThreadOf(pid_t pid, pid_t tid);
 // The process (thread group) a task belongs to, from /proc/TID/status: a
 // thread id gives its process's pid.  nullopt if the task is gone.
 std::optional<pid_t> ReadTgid(pid_t tid);

@@ -27,7 +27,7 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
                            m.mappings_by_source[i]);
   }
   fmt::print(out, "# mappings by build-id source:{}\n", sources.empty() ? " (none)" : sources);
-  if (m.startup && m.startup->processes != 0) {
+  if (m.startup) {
     fmt::print(out,
                "# startup: mappings of {} processes read in {:.2f} s, {} records drained "
                "meanwhile\n",

@@ -9,7 +9,8 @@
 //     "samples": N, "period": N, "lost_records": N, "lost_samples": N,
 //     "event_lost": N | null,
 //     "bad_records": N,
-//     "startup": {"processes": N, "seconds": F, "records_drained": N} | null,
+//     "startup": {"processes": N, "seconds": F, "records_drained": N} | null
+//                (-a and -p; null for a command, perf's files, older files),
 //     "mappings_by_source": {"mmap3": N, "mmap2": N, "map_files": N, ...},
 //     "mappings": [{"pid": N, "start": "0x..", "end": "0x..", "pgoff": "0x..",
 //                   "path": "...", "build_id": "hex" | "", "source": "..."}]

@@ -2,6 +2,10 @@
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -101,6 +105,55 @@ TEST(ProcMapsTest, TgidOfAThreadIsItsProcess) {
   t.join();
   EXPECT_EQ(ReadTgid(getpid()), getpid());
   EXPECT_EQ(ReadTgid(0x3fffffff), std::nullopt);
+}
+
+TEST(ProcMapsTest, ZombieLeaderShowsNoMappingsButItsThreadsDo) {
+  EXPECT_FALSE(HasNoMappings(getpid()));
+  EXPECT_FALSE(HasNoMappings(0x3fffffff));  // no such process
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The main thread exits (SYS_exit ends only the calling thread, with no
+    // unwinding through the test's frames); the process lives on in its
+    // other thread.
+    pthread_t t;
+    if (pthread_create(&t, nullptr, [](void*) -> void* { for (;;) pause(); }, nullptr) != 0)
+      _exit(1);
+    syscall(SYS_exit, 0);
+  }
+  bool zombie_leader = false;
+  for (int i = 0; i < 500 && !zombie_leader; ++i) {
+    zombie_leader = HasNoMappings(child);
+    if (!zombie_leader) usleep(10000);
+  }
+  const std::vector<pid_t> threads = ListThreads(child);
+  pid_t worker = 0;
+  for (pid_t tid : threads) worker = tid != child ? tid : worker;
+  const bool worker_listed = worker != 0 && IsThreadOf(child, worker);
+  const bool worker_has_mappings = worker != 0 && !HasNoMappings(worker);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_TRUE(zombie_leader) << "the child's main thread did not exit";
+  EXPECT_EQ(threads.size(), 2u);
+  EXPECT_TRUE(worker_listed);
+  EXPECT_TRUE(worker_has_mappings);  // /proc/TID of a live thread shows them
+  EXPECT_FALSE(IsThreadOf(child, worker));  // gone with the process
+  EXPECT_FALSE(IsThreadOf(getpid(), worker));
+}
+
+TEST(ProcMapsTest, ThreadsOfAProcessAreListedUnderIt) {
+  std::promise<pid_t> started;
+  std::promise<void> done;
+  std::thread t([&] {
+    started.set_value(gettid());
+    done.get_future().wait();
+  });
+  const pid_t tid = started.get_future().get();
+  EXPECT_TRUE(IsThreadOf(getpid(), tid));
+  EXPECT_FALSE(IsThreadOf(1, tid));
+  done.set_value();
+  t.join();
+  EXPECT_FALSE(IsThreadOf(getpid(), tid));
 }
 
 TEST(CaptureHelpersTest, ParsesCpuLists) {
