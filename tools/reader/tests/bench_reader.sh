@@ -22,10 +22,11 @@
 #    With BZIMAGE and VM_RUN set (make bench-reader does), the same again
 #    in the patched guest, where the capture is in MMAP3 mode.
 # 4. Startup: `record -a -F 1000 -m 1 -d 0.5` with 1,000 extra (sleeping)
-#    processes, whose mappings are read after the events are enabled, five
-#    times: seconds spent reading, records drained meanwhile, lost records.
-#    One page per CPU holds about 70 ms of samples, so a reader that did
-#    not drain while reading would lose records here.
+#    processes, whose mappings are read after the events are enabled, and
+#    every CPU kept busy, five times: seconds spent reading, records drained
+#    meanwhile, lost records.  One page per CPU holds about 70 ms of
+#    samples, so a reader that stalled before or while reading them (it
+#    once read /proc/kallsyms there, 40 ms and more) loses records here.
 #
 #   bench_reader.sh loss DIR   only step 3, into DIR; prints "samples
 #                              samples/s/CPU lost-records lost-samples
@@ -113,9 +114,11 @@ if [ -n "${BZIMAGE:-}" ]; then
 	gcpus=$(awk '/^loss: [0-9]+ CPUs$/ {print $2}' "$gdir/out" "$gdir/err")
 fi
 
-echo "startup: record -a -m 1 with 1000 extra processes, 5 runs ..." >&2
+echo "startup: record -a -m 1 with 1000 extra processes, $cpus CPUs busy, 5 runs ..." >&2
 sleepers=()
+trap 'kill "${sleepers[@]}" 2>/dev/null' EXIT
 for ((i = 0; i < 1000; i++)); do sleep 600 & sleepers+=($!); done
+for ((i = 0; i < cpus; i++)); do bash -c 'while :; do :; done' & sleepers+=($!); done
 startup=()
 for ((i = 0; i < 5; i++)); do
 	"$READER_BIN" record -q -a -F 1000 -m 1 -d 0.5 --no-buildid-cache -o "$B/startup.data"
@@ -126,6 +129,7 @@ print("%d %.2f %d %d" % (s["processes"], s["seconds"], s["records_drained"], c["
 done
 kill "${sleepers[@]}"
 wait "${sleepers[@]}" 2>/dev/null || true
+sleepers=()
 # "processes seconds drained lost" per run -> the table cell
 startup_cell=$(printf '%s\n' "${startup[@]}" | awk '
 	{ p = $1; s = s sep $2; d = d sep $3; l = l sep $4; sep = ", " }
@@ -149,5 +153,5 @@ if [ -n "${BZIMAGE:-}" ]; then
 	echo "| the same in the patched 6.1.192 guest, $gcpus vCPUs under TCG ($gmode) | $gsamples ($grate), **$grec, $gsam, $gevent** | zero lost |"
 fi
 cat <<EOT
-| \`record -a -F 1000 -m 1\` with 1,000 extra processes at startup, 5 runs: processes, seconds reading their mappings, records drained meanwhile, lost records | $startup_cell | zero lost |
+| \`record -a -F 1000 -m 1\` with 1,000 extra processes at startup, $cpus CPUs busy, 5 runs: processes, seconds reading their mappings, records drained meanwhile, lost records | $startup_cell | zero lost |
 EOT

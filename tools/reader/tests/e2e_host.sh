@@ -335,15 +335,16 @@ t_startup_with_many_processes_drains_meanwhile() {
 	"$READER_BIN" report -i "$W/many.data" --format json >"$W/many.json"
 	json_check "$W/many.json" "d['capture']['mappings_by_source']['map_files'] >= 1000"
 	json_check "$W/many.json" "d['capture']['startup']['processes'] >= 1000"
-	# At 1 kHz the reader's own CPU has a sample every millisecond while it
-	# reads; drains come every 20 ms.
-	json_check "$W/many.json" \
-		"d['capture']['startup']['seconds'] < 0.04 or d['capture']['startup']['records_drained'] > 0"
 	python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1]))["capture"]; s = c["startup"]
 print("NOTE: %d processes read in %.2f s, %d records drained meanwhile, %d lost" %
       (s["processes"], s["seconds"], s["records_drained"], c["lost_records"]))' "$W/many.json"
+	# At 1 kHz the reader's own CPU has a sample every millisecond while it
+	# reads; drains come every 20 ms.
+	json_check "$W/many.json" "d['capture']['startup']['seconds'] >= 0.04" >/dev/null ||
+		skip "reading 1,000 processes took under 40 ms: too short to see a drain"
+	json_check "$W/many.json" "d['capture']['startup']['records_drained'] > 0"
 }
 
 t_ctrl_c_drains_and_writes() {
