@@ -328,6 +328,13 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
     ++result.converted;
     if (!m.build_id.empty()) ++result.with_build_id;
   });
+  // Without a single record (the first one cannot be framed, or every one
+  // was an undecodable MMAP3) the copy would have an empty data section,
+  // which no reader accepts: that is a failure, not a converted file.
+  if (status.ok() && result.records == 0)
+    status = Status::Failure(options.input + ": no record to convert (" +
+                             std::to_string(result.framing_errors) + " framing errors, " +
+                             std::to_string(result.dropped) + " undecodable MMAP3 records)");
   if (status.ok()) {
     json meta = json::parse(r.meta_json(), nullptr, /*allow_exceptions=*/false);
     if (meta.is_object()) meta["injected"] = "MMAP3 records rewritten as MMAP2 for perf";
