@@ -127,6 +127,10 @@ Status PerfDataWriter::Finish(const std::vector<BuildIdEntry>& build_ids,
     for (const BuildIdEntry& e : build_ids) {
       size_t name_len = e.filename.size() + 1;
       size_t padded = (name_len + kNameAlign - 1) / kNameAlign * kNameAlign;
+      // An entry's size is 16 bits: a name too long for that (only a
+      // crafted input has one; paths are at most PATH_MAX) is left out
+      // rather than written with a wrapped size that corrupts the table.
+      if (sizeof(BuildIdEntryHeader) + padded > UINT16_MAX) continue;
       BuildIdEntryHeader b{};
       b.header.type = 0;
       b.header.misc = static_cast<uint16_t>(e.misc | kMiscBuildIdSize);

@@ -70,6 +70,29 @@ TEST(PerfDataTest, RoundTripsAttrsRecordsBuildIdsAndMeta) {
   EXPECT_EQ(r->meta_json(), R"({"mode":"mmap2-build-id"})");
 }
 
+TEST(PerfDataTest, BuildIdEntryWithANameTooLongForItsSizeIsLeftOut) {
+  // An entry's size field is 16 bits; a longer name would wrap it.
+  TempDir dir;
+  const std::string path = dir.File("perf.data");
+  {
+    auto w = PerfDataWriter::Create(path, {Attr()});
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    CommRecord c;
+    c.pid = c.tid = 1;
+    c.comm = "x";
+    ASSERT_TRUE(w->Write(EncodeComm(c, kFormat)).ok());
+    BuildIdEntry huge, lib;
+    huge.build_id = lib.build_id = *BuildId::FromHex(testing::kIdV1);
+    huge.filename = "/" + std::string(70000, 'a');
+    lib.filename = "/usr/lib/libx.so";
+    ASSERT_TRUE(w->Finish({huge, lib}, "").ok());
+  }
+  auto r = PerfDataReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->build_ids().size(), 1u);
+  EXPECT_EQ(r->build_ids()[0].filename, "/usr/lib/libx.so");
+}
+
 TEST(PerfDataTest, HeaderMatchesThePerfLayout) {
   TempDir dir;
   const std::string path = dir.File("perf.data");
