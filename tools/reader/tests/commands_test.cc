@@ -295,9 +295,12 @@ namespace {
 RecordOptions ShellLoop() {
   RecordOptions o;
   o.capture.target = CaptureOptions::Target::kCommand;
-  // Long enough (tens of ms) for the side-band wakeup to reach us while the
-  // shell still runs: map_files exists only as long as the mapping does.
-  o.capture.command = {"/bin/sh", "-c", "i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done"};
+  // Samples from the loop (tens of ms), then half a second more during
+  // which the shell's mappings, or those of the sleep it may exec into,
+  // stay: map_files exists only as long as the mapping does, and a loaded
+  // machine can keep us from reading it for longer than the loop runs.
+  o.capture.command = {"/bin/sh", "-c",
+                       "i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done; sleep 0.5"};
   o.capture.frequency = 1000;
   o.capture.data_pages = 8;
   return o;
