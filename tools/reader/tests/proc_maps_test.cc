@@ -86,23 +86,41 @@ TEST(ProcMapsTest, MissingMappingIsAnError) {
   EXPECT_TRUE(ProcessExists(getpid()));
 }
 
+// A thread of this process that waits until destroyed (then joined).
+class ParkedThread {
+ public:
+  // The promises are members declared before thread_, so they exist before
+  // the thread starts.
+  ParkedThread()
+      : thread_([this] {
+          started_.set_value(gettid());
+          done_.get_future().wait();
+        }),
+        tid_(started_.get_future().get()) {}
+  ~ParkedThread() {
+    done_.set_value();
+    thread_.join();
+  }
+  pid_t tid() const { return tid_; }
+
+ private:
+  std::promise<pid_t> started_;
+  std::promise<void> done_;
+  std::thread thread_;
+  pid_t tid_;
+};
+
 TEST(ProcMapsTest, TgidOfAThreadIsItsProcess) {
   EXPECT_EQ(ParseTgid("Name:\tx\nUmask:\t0022\nState:\tR\nTgid:\t4242\nNgid:\t0\nPid:\t4250\n"), 4242);
   EXPECT_EQ(ParseTgid("Tgid: 7\n"), 7);
   EXPECT_EQ(ParseTgid("Name:\tx\nPid:\t5\n"), std::nullopt);
   EXPECT_EQ(ParseTgid("Name:\tTgid:\nTgid:\tx\n"), std::nullopt);
   // A live thread of this process gives this process.
-  std::promise<pid_t> started;
-  std::promise<void> done;
-  std::thread t([&] {
-    started.set_value(gettid());
-    done.get_future().wait();
-  });
-  const pid_t tid = started.get_future().get();
-  EXPECT_NE(tid, getpid());
-  EXPECT_EQ(ReadTgid(tid), getpid());
-  done.set_value();
-  t.join();
+  {
+    ParkedThread t;
+    EXPECT_NE(t.tid(), getpid());
+    EXPECT_EQ(ReadTgid(t.tid()), getpid());
+  }
   EXPECT_EQ(ReadTgid(getpid()), getpid());
   EXPECT_EQ(ReadTgid(0x3fffffff), std::nullopt);
 }
@@ -142,18 +160,14 @@ TEST(ProcMapsTest, ZombieLeaderShowsNoMappingsButItsThreadsDo) {
 }
 
 TEST(ProcMapsTest, ThreadsOfAProcessAreListedUnderIt) {
-  std::promise<pid_t> started;
-  std::promise<void> done;
-  std::thread t([&] {
-    started.set_value(gettid());
-    done.get_future().wait();
-  });
-  const pid_t tid = started.get_future().get();
-  EXPECT_TRUE(IsThreadOf(getpid(), tid));
-  EXPECT_FALSE(IsThreadOf(1, tid));
-  done.set_value();
-  t.join();
-  EXPECT_FALSE(IsThreadOf(getpid(), tid));
+  pid_t tid;
+  {
+    ParkedThread t;
+    tid = t.tid();
+    EXPECT_TRUE(IsThreadOf(getpid(), tid));
+    EXPECT_FALSE(IsThreadOf(1, tid));
+  }
+  EXPECT_FALSE(IsThreadOf(getpid(), tid));  // joined
 }
 
 TEST(CaptureHelpersTest, ParsesCpuLists) {
