@@ -834,7 +834,7 @@ Status Capture::Run(CaptureSink& sink) {
         if (cqe->res == static_cast<int>(sizeof(siginfo))) {
           if (siginfo.ssi_signo == SIGCHLD) {
             ReapChild(false);
-            if (child_status_ != -1) stop = true;
+            if (child_status_ != -1) stop = command_ended_capture_ = true;
           } else {
             stop = true;
           }

@@ -115,6 +115,9 @@ class Capture {
   const CaptureStats& stats() const { return stats_; }
   // Exit status of the command (as from waitpid), or -1.
   int command_status() const { return child_status_; }
+  // True if the command's exit ended the capture (not -d, a signal to us,
+  // or an error first).
+  bool command_ended_capture() const { return command_ended_capture_; }
   // Why MMAP3 was not used (empty if it was).
   const std::string& mode_reason() const { return mode_reason_; }
 
@@ -155,6 +158,7 @@ class Capture {
   std::vector<size_t> task_events_;
   pid_t child_ = -1;
   int child_status_ = -1;
+  bool command_ended_capture_ = false;
   int go_pipe_ = -1;    // write end: releases the child into exec
   int err_pipe_ = -1;   // read end: errno from a failed exec
   SourceOverrides overrides_;

@@ -126,6 +126,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   result.mode_reason = c.mode_reason();
   result.stats = c.stats();
   result.command_status = c.command_status();
+  result.command_ended_capture = c.command_ended_capture();
   if (cache) {
     cache->Stop();  // copies finish before we symbolize from them
     result.cache = cache->stats();

@@ -28,6 +28,7 @@ struct RecordResult {
   BuildIdCache::Stats cache;
   uint64_t bytes_written = 0;
   int command_status = -1;
+  bool command_ended_capture = false;  // see Capture::command_ended_capture()
   ReportModel report;  // filled when no output file was requested
 };
 

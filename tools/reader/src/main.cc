@@ -80,6 +80,14 @@ std::string DescribeExit(int status) {
   return fmt::format("the command ended with wait status {:#x}", status);
 }
 
+// What record exits with when the command's end ended the capture, as perf
+// record does: the command's exit status, or 128+N for a signal N.
+int CommandExitCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitFailure;
+}
+
 std::vector<pid_t> ParsePids(const std::string& list, std::string* error) {
   std::vector<pid_t> pids;
   size_t pos = 0;
@@ -271,7 +279,8 @@ int Main(int argc, char** argv) {
       if (r.command_status != -1) fmt::print(stderr, "[ {} ]\n", DescribeExit(r.command_status));
     }
     if (output.empty()) PrintReport(r.report, format);
-    return kExitOk;
+    // A capture stopped first (-d, Ctrl-C) succeeded as asked: 0.
+    return r.command_ended_capture ? CommandExitCode(r.command_status) : kExitOk;
   }
 
   if (report->parsed()) {

@@ -359,6 +359,20 @@ t_ctrl_c_drains_and_writes() {
 	json_check "$W/sigint.json" "d['capture']['samples'] > 0 and len(find('e2e_main_hot', 'prog')) == 1"
 }
 
+t_command_exit_status_is_passed_on() {
+	# As perf record: the command's exit status, or 128+N if signal N killed
+	# it; 0 when the capture was stopped first (-d).
+	local rc=0
+	"$READER_BIN" record -q -o "$W/st.data" --no-buildid-cache -- sh -c 'exit 3' || rc=$?
+	[ $rc -eq 3 ] || fail "command exited 3: record exited $rc"
+	rc=0; "$READER_BIN" record -q -o "$W/st.data" --no-buildid-cache -- sh -c 'kill -TERM $$' || rc=$?
+	[ $rc -eq 143 ] || fail "command killed by SIGTERM: record exited $rc, want 143"
+	rc=0; "$READER_BIN" record -q -a -o "$W/st.data" --no-buildid-cache -- sh -c 'exit 4' || rc=$?
+	[ $rc -eq 4 ] || fail "-a with a command that exited 4: record exited $rc"
+	rc=0; "$READER_BIN" record -q -d 0.3 -o "$W/st.data" --no-buildid-cache -- sleep 30 || rc=$?
+	[ $rc -eq 0 ] || fail "stopped by -d: record exited $rc, want 0"
+}
+
 t_errors_are_clear() {
 	local rc=0
 	"$READER_BIN" record --bogus-flag >"$W/o" 2>&1 || rc=$?
@@ -410,7 +424,7 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_perf_reads_our_file t_we_read_perf_files t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
        t_pid_whose_main_thread_exited t_vdso_is_symbolized t_startup_with_many_processes_drains_meanwhile
-       t_ctrl_c_drains_and_writes t_errors_are_clear t_permission_error_names_paranoid)
+       t_ctrl_c_drains_and_writes t_command_exit_status_is_passed_on t_errors_are_clear t_permission_error_names_paranoid)
 echo "[==========] Running ${#tests[@]} tests from $SUITE"
 for t in "${tests[@]}"; do run "${t#t_}" "$t"; done
 echo "[==========] ${#tests[@]} tests from $SUITE ran."
