@@ -92,6 +92,13 @@ const ReportRow* RowFor(const ReportModel& m, const std::string& comm) {
 //   A maps v1; the file is replaced by rename with v2; B maps it; then it is
 //   rewritten in place with v3 and C maps it.  Every sample must land on its
 //   own version, with that version's symbols.
+// The report of `p` with symbols looked up as `search` says.
+ReportModel ReportWith(const Profile& p, const SymbolSearch& search) {
+  DsoStore store(search);
+  Symbolizer sym(store);
+  return p.BuildReport(sym, "t");
+}
+
 class ReplacedDsoTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -140,9 +147,7 @@ class ReplacedDsoTest : public ::testing::Test {
     SymbolSearch search;
     search.debug_dir = "";
     search.cache_dir = with_cache ? cache_.path() : "";
-    DsoStore store(search);
-    Symbolizer sym(store);
-    return profile.BuildReport(sym, "test");
+    return ReportWith(profile, search);
   }
 
   TempDir dir_, cache_;
@@ -197,9 +202,7 @@ TEST(ProfileTest, ForkCopiesMappingsAndExecResetsThem) {
   SymbolSearch s;
   s.debug_dir = "";
   s.use_recorded_paths = false;
-  DsoStore store(s);
-  Symbolizer sym(store);
-  ReportModel m = p.BuildReport(sym, "t");
+  ReportModel m = ReportWith(p, s);
   ASSERT_EQ(m.rows.size(), 2u);
   const ReportRow* parent = RowFor(m, "parent");  // the forked child kept its parent's name
   ASSERT_NE(parent, nullptr);
@@ -257,9 +260,7 @@ TEST(ProfileTest, ARoundReleasesOnlyWhatNoBufferCanStillPrecede) {
   sorter.Flush(process);
   SymbolSearch s;
   s.debug_dir = "";
-  DsoStore store(s);
-  Symbolizer sym(store);
-  ReportModel m = p.BuildReport(sym, "t");
+  ReportModel m = ReportWith(p, s);
   ASSERT_EQ(m.rows.size(), 2u);
   std::map<std::string, uint64_t> by_id;
   for (const ReportRow& r : m.rows) by_id[r.build_id.Hex()] += r.samples;
@@ -275,9 +276,7 @@ TEST(ProfileTest, KernelSamplesGoToTheKernelObject) {
   p.Process(Sample(1, 0xffffffff81000123, 1, {}, /*kernel=*/true));
   SymbolSearch s;
   s.kernel_notes = "/nonexistent";
-  DsoStore store(s);
-  Symbolizer sym(store);
-  ReportModel m = p.BuildReport(sym, "t");
+  ReportModel m = ReportWith(p, s);
   ASSERT_EQ(m.rows.size(), 1u);
   EXPECT_EQ(m.rows[0].path, "[kernel.kallsyms]");
   EXPECT_EQ(m.rows[0].build_id, Id(kIdV3));
@@ -296,9 +295,7 @@ TEST(ProfileTest, FoldedStacksRunFromOutermostToLeaf) {
     p.Process(Sample(7, kBase + 0x30, 3 + i, {user, kBase + 0x30, kBase + 0x21, kBase + 0x11}));
   SymbolSearch s;
   s.debug_dir = "";
-  DsoStore store(s);
-  Symbolizer sym(store);
-  ReportModel m = p.BuildReport(sym, "t");
+  ReportModel m = ReportWith(p, s);
   ASSERT_EQ(m.stacks.size(), 1u);
   // Callers are looked up at return address - 1.
   EXPECT_EQ(m.stacks[0].folded, "app;[unknown]+0x10;[unknown]+0x20;[unknown]+0x30");
@@ -315,9 +312,7 @@ TEST(ProfileTest, OverheadIsTheShareOfThePeriod) {
   for (uint64_t t = 3; t < 6; ++t) p.Process(Sample(1, 0x1000, t, {}, false, /*period=*/100));
   p.Process(Sample(2, 0x1000, 6, {}, false, /*period=*/900));
   SymbolSearch s;
-  DsoStore store(s);
-  Symbolizer sym(store);
-  ReportModel m = p.BuildReport(sym, "t");
+  ReportModel m = ReportWith(p, s);
   EXPECT_EQ(m.samples, 4u);
   EXPECT_EQ(m.period, 1200u);
   ASSERT_EQ(m.rows.size(), 2u);
@@ -346,9 +341,7 @@ TEST(ProfileTest, FoldedStacksCrossFromKernelToUser) {
   SymbolSearch s;
   s.debug_dir = "";
   s.kernel_notes = "/nonexistent";
-  DsoStore store(s);
-  Symbolizer sym(store);
-  ReportModel m = p.BuildReport(sym, "t");
+  ReportModel m = ReportWith(p, s);
   ASSERT_EQ(m.stacks.size(), 1u);
   EXPECT_EQ(m.stacks[0].folded,
             "app;[unknown]+0x10;[unknown]+0x20;[unknown]+0xffffffff81000030;"
@@ -387,9 +380,7 @@ TEST(ProfileTest, SourcesComeFromRecordsOverridesAndPerfHeader) {
   p.Process(Mmap(3, "/from/header", nullptr, 3));
   p.Process(Mmap(4, "/nothing", nullptr, 4));
   SymbolSearch s;
-  DsoStore store(s);
-  Symbolizer sym(store);
-  ReportModel m = p.BuildReport(sym, "t");
+  ReportModel m = ReportWith(p, s);
   EXPECT_EQ(m.mappings_by_source[static_cast<int>(BuildIdSource::kMmap2)], 1u);
   EXPECT_EQ(m.mappings_by_source[static_cast<int>(BuildIdSource::kMapFiles)], 1u);
   EXPECT_EQ(m.mappings_by_source[static_cast<int>(BuildIdSource::kPerfHeader)], 1u);
