@@ -31,6 +31,8 @@ constexpr uint64_t kFormatLost = 1u << 4;  // PERF_FORMAT_LOST, Linux 6.0+
 constexpr uint64_t kTagSignal = ~uint64_t{0};
 constexpr uint64_t kTagTick = ~uint64_t{0} - 1;
 constexpr uint64_t kTagDuration = ~uint64_t{0} - 2;
+constexpr uint64_t kTagControl = ~uint64_t{0} - 3;
+constexpr uint64_t kTagControlPoll = ~uint64_t{0} - 4;
 constexpr uint64_t kTagHup = uint64_t{1} << 62;  // | index into task_events_: task gone
 constexpr long kTickNanos = 250'000'000;
 constexpr size_t kSidebandPages = 32;
@@ -81,6 +83,39 @@ std::vector<int> OnlineCpus() {
   return cpus;
 }
 
+Result<ControlSpec> ParseControlSpec(const std::string& text) {
+  ControlSpec spec;
+  std::string_view rest = text;
+  if (rest.starts_with("fifo:")) {
+    spec.fifo = true;
+  } else if (!rest.starts_with("fd:")) {
+    return Status::Failure(fmt::format("--control '{}': expected fifo:CTL[,ACK] or fd:CTL[,ACK]",
+                                       text));
+  }
+  rest.remove_prefix(spec.fifo ? 5 : 3);
+  const size_t comma = rest.find(',');
+  const std::string ctl(rest.substr(0, comma));
+  const std::string ack(comma == std::string_view::npos ? "" : rest.substr(comma + 1));
+  if (ctl.empty() || (comma != std::string_view::npos && ack.empty()))
+    return Status::Failure(fmt::format("--control '{}': an empty name", text));
+  if (spec.fifo) {
+    spec.ctl = ctl;
+    spec.ack = ack;
+    return spec;
+  }
+  auto number = [&](const std::string& item, int* out) {
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0 || v > 1 << 20) return false;
+    *out = static_cast<int>(v);
+    return true;
+  };
+  if (!number(ctl, &spec.ctl_fd) || (!ack.empty() && !number(ack, &spec.ack_fd)))
+    return Status::Failure(fmt::format("--control '{}': not a descriptor number", text));
+  return spec;
+}
+
 Result<std::unique_ptr<Capture>> Capture::Create(const CaptureOptions& options) {
   std::unique_ptr<Capture> c(new Capture(options));
   if (Status s = c->Setup(); !s.ok()) return s;
@@ -88,6 +123,10 @@ Result<std::unique_ptr<Capture>> Capture::Create(const CaptureOptions& options) 
 }
 
 Capture::~Capture() {
+  if (own_control_fds_) {
+    if (control_fd_ >= 0) close(control_fd_);
+    if (ack_fd_ >= 0) close(ack_fd_);
+  }
   if (go_pipe_ >= 0) close(go_pipe_);
   if (err_pipe_ >= 0) close(err_pipe_);
   if (child_ > 0 && child_status_ == -1) {
@@ -126,6 +165,7 @@ Status Capture::Setup() {
     options_.pids = std::move(tgids);
   }
   if (Status s = DetectMode(); !s.ok()) return s;
+  if (Status s = OpenControl(); !s.ok()) return s;
   // A command runs with kCommand, and also with -a, where it only sets how
   // long the system-wide capture lasts (as `perf record -a -- sleep 5`).
   if (!options_.command.empty()) {
@@ -178,6 +218,65 @@ Status Capture::DetectMode() {
   }
   mode_ = CaptureMode::kMmap2;
   return {};
+}
+
+Status Capture::OpenControl() {
+  if (options_.control.empty()) return {};
+  auto spec = ParseControlSpec(options_.control);
+  if (!spec.ok()) return spec.status();
+  if (spec->fifo) {
+    own_control_fds_ = true;
+    // Read-write: opening does not wait for a writer, and the last writer
+    // closing is not an end of file; a command may come from each of many
+    // `echo ping > CTL`.  Blocking: the read is io_uring's to wait on.
+    auto open_fifo = [](const std::string& path, int* fd) -> Status {
+      *fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+      if (*fd < 0) return ErrnoStatus("--control: open " + path);
+      struct stat st;
+      if (fstat(*fd, &st) != 0) return ErrnoStatus("--control: stat " + path);
+      if (!S_ISFIFO(st.st_mode))
+        return Status::Failure(fmt::format("--control: {} is not a FIFO (make one with mkfifo)",
+                                           path));
+      return {};
+    };
+    if (Status s = open_fifo(spec->ctl, &control_fd_); !s.ok()) return s;
+    if (!spec->ack.empty()) {
+      if (Status s = open_fifo(spec->ack, &ack_fd_); !s.ok()) return s;
+      // Nobody reading acks must never stall the capture: a full FIFO
+      // drops them instead.
+      (void)fcntl(ack_fd_, F_SETFL, fcntl(ack_fd_, F_GETFL) | O_NONBLOCK);
+    }
+    return {};
+  }
+  for (int fd : {spec->ctl_fd, spec->ack_fd}) {
+    if (fd < 0) continue;
+    // Ours to use, not the profiled command's to inherit.
+    const int flags = fcntl(fd, F_GETFD);
+    if (flags < 0) return ErrnoStatus(fmt::format("--control: descriptor {}", fd));
+    (void)fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+  control_fd_ = spec->ctl_fd;
+  ack_fd_ = spec->ack_fd;
+  return {};
+}
+
+bool Capture::OnControlInput(std::string_view bytes) {
+  bool stop = false;
+  control_line_.append(bytes);
+  size_t nl;
+  while ((nl = control_line_.find('\n')) != std::string::npos) {
+    std::string_view line(control_line_.data(), nl);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    // perf's answer to a command it carried out; nothing for others.
+    const bool known = line == "ping" || line == "stop";
+    if (line == "stop") stop = true;
+    if (!known && !line.empty()) ++stats_.control_unknown;
+    if (known && ack_fd_ >= 0) (void)!write(ack_fd_, "ack\n", 4);
+    control_line_.erase(0, nl + 1);
+  }
+  // A line never ended is not allowed to grow without bound.
+  if (control_line_.size() > 4096) control_line_.clear();
+  return stop;
 }
 
 Status Capture::StartCommand() {
@@ -788,6 +887,18 @@ Status Capture::Run(CaptureSink& sink) {
   }
   arm_signal();
   arm_tick();
+  std::array<char, 256>& control_buf = *control_buf_;
+  auto arm_control = [&](bool poll_first) {
+    io_uring_sqe* sqe = get_sqe();
+    if (poll_first) {
+      io_uring_prep_poll_add(sqe, control_fd_, POLLIN);
+      io_uring_sqe_set_data64(sqe, kTagControlPoll);
+    } else {
+      io_uring_prep_read(sqe, control_fd_, control_buf.data(),
+                         static_cast<unsigned>(control_buf.size()), -1);
+      io_uring_sqe_set_data64(sqe, kTagControl);
+    }
+  };
 
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -816,6 +927,10 @@ Status Capture::Run(CaptureSink& sink) {
       return s;
     }
   }
+
+  // Commands are taken from now on, so an acknowledged ping means that
+  // everything above is done.
+  if (control_fd_ >= 0) arm_control(false);
 
   bool stop = false;
   Status status;
@@ -846,6 +961,17 @@ Status Capture::Run(CaptureSink& sink) {
         arm_tick();
       } else if (tag == kTagDuration) {
         stop = true;
+      } else if (tag == kTagControl) {
+        // An inherited descriptor may be non-blocking (EAGAIN: wait for
+        // input, then read); an end of file or an error ends commands.
+        if (cqe->res > 0) {
+          if (OnControlInput({control_buf.data(), static_cast<size_t>(cqe->res)})) stop = true;
+          arm_control(false);
+        } else if (cqe->res == -EAGAIN || cqe->res == -EINTR) {
+          arm_control(cqe->res == -EAGAIN);
+        }
+      } else if (tag == kTagControlPoll) {
+        if (cqe->res > 0) arm_control(false);
       } else if (tag & kTagHup) {
         const size_t w = tag & ~kTagHup;
         if (cqe->res > 0 && (cqe->res & (POLLHUP | POLLERR)) && w < hung_up.size() &&

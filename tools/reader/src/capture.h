@@ -32,12 +32,14 @@
 #include <sys/signalfd.h>
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -70,7 +72,24 @@ struct CaptureOptions {
   bool require_mmap3 = false;  // fail instead of falling back (--mode mmap3)
   std::string mmap3_cap_path;  // "" means PERF_MMAP3_CAP_PATH
   BuildIdCache* cache = nullptr;  // optional
+  // perf record's --control: "fifo:CTL[,ACK]" or "fd:CTL[,ACK]" ("" for
+  // none).  See ParseControlSpec() and Capture::Run().
+  std::string control;
 };
+
+// A parsed --control argument.  Commands arrive on `ctl`, one per line:
+//   ping   answered with "ack\n" on `ack`;
+//   stop   ends the capture as SIGINT would (acknowledged first).
+// Nothing is read from `ctl` before the capture runs: the events are
+// enabled, the processes that existed are read and the command (if any) has
+// been started, so an acknowledged ping means "profiling now".
+struct ControlSpec {
+  bool fifo = false;      // paths (fifo:) or inherited descriptors (fd:)
+  std::string ctl, ack;   // fifo: paths; ack may be empty
+  int ctl_fd = -1, ack_fd = -1;  // fd: numbers; ack_fd may be -1
+};
+// Parses "fifo:CTL[,ACK]" or "fd:N[,M]"; the error says what is wrong.
+Result<ControlSpec> ParseControlSpec(const std::string& text);
 
 struct CaptureStats {
   uint64_t records = 0;
@@ -84,6 +103,7 @@ struct CaptureStats {
   uint64_t filled_build_ids = 0; // build-ids read by us via map_files
   uint64_t fill_failures = 0;    // map_files unreadable (process gone, no permission)
   uint64_t synthesized = 0;
+  uint64_t control_unknown = 0;  // --control lines that were no command we know
   std::optional<StartupStats> startup;  // -a and -p only
   double elapsed_seconds = 0;
 };
@@ -128,6 +148,9 @@ class Capture {
   Status OpenEvents();
   Status StartCommand();
   Status ReleaseCommand();
+  Status OpenControl();
+  // Handles what a read of the control descriptor returned; true: stop.
+  bool OnControlInput(std::string_view bytes);
   void SynthesizeKernel(CaptureSink& sink);
   void SynthesizeExisting(CaptureSink& sink);
   // Hands every record the buffers hold to the sink; with end_round, ends
@@ -161,6 +184,11 @@ class Capture {
   bool command_ended_capture_ = false;
   int go_pipe_ = -1;    // write end: releases the child into exec
   int err_pipe_ = -1;   // read end: errno from a failed exec
+  // --control descriptors; closed by us only if we opened them (fifo:).
+  int control_fd_ = -1;
+  int ack_fd_ = -1;
+  bool own_control_fds_ = false;
+  std::string control_line_;  // a command not yet ended by a newline
   SourceOverrides overrides_;
   CaptureStats stats_;
   // (maj, min, ino, ctime ns) -> build-id, so a library mapped by many
@@ -169,6 +197,8 @@ class Capture {
   // Target of the signalfd read kept in flight on the ring; it lives as long
   // as the Capture so a read completing during ring teardown stays harmless.
   std::unique_ptr<signalfd_siginfo> siginfo_ = std::make_unique<signalfd_siginfo>();
+  // Target of the control read in flight, for the same reason.
+  std::unique_ptr<std::array<char, 256>> control_buf_ = std::make_unique<std::array<char, 256>>();
 };
 
 // The record `m` rewritten to carry `id`, which the reader found itself: an

@@ -140,7 +140,7 @@ int Main(int argc, char** argv) {
   // record
   CLI::App* record = app.add_subcommand("record", "Capture a profile");
   bool system_wide = false, callchains = false, quiet = false, no_cache = false;
-  std::string pid_list, output, mode = "auto";
+  std::string pid_list, output, mode = "auto", control;
   uint64_t frequency = 4000;
   double duration = 0;
   size_t pages = 256;
@@ -160,6 +160,9 @@ int Main(int argc, char** argv) {
                      "Build-id mode: auto (the best the kernel has), mmap3 (required, "
                      "else fail), or at most mmap2-build-id or mmap2")
       ->check(CLI::IsMember({"auto", "mmap3", "mmap2-build-id", "mmap2"}));
+  record->add_option("--control", control,
+                     "fifo:CTL[,ACK] or fd:CTL[,ACK]: take commands on CTL once capturing "
+                     "(ping: answer 'ack' on ACK; stop: end the capture), as perf record's");
   record->add_flag("-q,--quiet", quiet, "No live status line and no summary");
   record->add_flag("--no-buildid-cache", no_cache, "Do not copy DSOs into the build-id cache");
   record->add_option("--buildid-dir", cache_dir, "Build-id cache directory (default ~/.debug)");
@@ -225,6 +228,11 @@ int Main(int argc, char** argv) {
       co.command = command;
     }
     if ((pages & (pages - 1)) != 0) return usage("--mmap-pages must be a power of two", record);
+    if (!control.empty()) {
+      auto spec = ParseControlSpec(control);
+      if (!spec.ok()) return usage(spec.status().ToString(), record);
+      co.control = control;
+    }
     if (format == Format::kFolded && !callchains)
       return usage("--format folded needs -g (call chains)", record);
     {
@@ -277,6 +285,9 @@ int Main(int argc, char** argv) {
       if (!output.empty())
         fmt::print(stderr, "[ wrote {} ({} bytes of records) ]\n", output, r.bytes_written);
       if (r.command_status != -1) fmt::print(stderr, "[ {} ]\n", DescribeExit(r.command_status));
+      if (r.stats.control_unknown != 0)
+        fmt::print(stderr, "mmap3-reader: warning: {} --control lines were no command "
+                   "(known: ping, stop) and were ignored\n", r.stats.control_unknown);
     }
     if (output.empty()) PrintReport(r.report, format);
     // A capture stopped first (-d, Ctrl-C) succeeded as asked: 0.

@@ -177,5 +177,30 @@ TEST(CaptureHelpersTest, ParsesCpuLists) {
   EXPECT_FALSE(OnlineCpus().empty());
 }
 
+TEST(CaptureHelpersTest, ParsesControlSpecsAsPerfDoes) {
+  auto fifo = ParseControlSpec("fifo:/tmp/ctl,/tmp/ack");
+  ASSERT_TRUE(fifo.ok());
+  EXPECT_TRUE(fifo->fifo);
+  EXPECT_EQ(fifo->ctl, "/tmp/ctl");
+  EXPECT_EQ(fifo->ack, "/tmp/ack");
+  auto no_ack = ParseControlSpec("fifo:ctl");
+  ASSERT_TRUE(no_ack.ok());
+  EXPECT_EQ(no_ack->ack, "");
+  auto fds = ParseControlSpec("fd:10,11");
+  ASSERT_TRUE(fds.ok());
+  EXPECT_FALSE(fds->fifo);
+  EXPECT_EQ(fds->ctl_fd, 10);
+  EXPECT_EQ(fds->ack_fd, 11);
+  auto one_fd = ParseControlSpec("fd:7");
+  ASSERT_TRUE(one_fd.ok());
+  EXPECT_EQ(one_fd->ack_fd, -1);
+  for (const char* bad : {"", "fifo:", "fd:", "fd:x", "fd:1,", "fd:-1", "fd:1,y", "pipe:1",
+                          "fifo:a,", "fd:99999999999"}) {
+    auto r = ParseControlSpec(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) EXPECT_NE(r.status().ToString().find("--control"), std::string::npos) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace mmap3
