@@ -10,6 +10,8 @@
 #   E2E_SUITE         name in the test lines (default e2e_host)
 #   E2E_EXPECT_MODE   if set, the capture mode every recording must report
 #                     (e.g. mmap3 when run in the patched guest)
+#   E2E_ONLY          if set, run only the tests whose names match this
+#                     extended regular expression (for development)
 set -u
 
 READER_BIN=${READER_BIN:?READER_BIN must point at mmap3-reader}
@@ -227,12 +229,69 @@ t_we_read_perf_files() {
 	"$READER_BIN" report -i "$W/perf.data" -g --format folded | grep -q 'e2e_v1_hot' || fail "folded from perf.data"
 }
 
+# start_recorder NAME ARGS...: runs `mmap3-reader record ARGS` in the
+# background (its pid in rec_pid) with --control FIFOs $W/NAME.ctl and
+# $W/NAME.ack, and returns once it has answered a ping: its events are
+# enabled and the processes that existed are read.  A workload started
+# before can then be told to go (E2E_GO_FILE) and is sure to be profiled,
+# however long the recorder took to start.
+start_recorder() {
+	local name=$1
+	shift
+	rm -f "$W/$name.ctl" "$W/$name.ack"
+	mkfifo "$W/$name.ctl" "$W/$name.ack"
+	"$READER_BIN" record --control "fifo:$W/$name.ctl,$W/$name.ack" "$@" &
+	rec_pid=$!
+	timeout 300 bash -c 'echo ping >"$1" && read -r a <"$2" && [ "$a" = ack ]' _ \
+		"$W/$name.ctl" "$W/$name.ack" ||
+		{ kill -KILL $rec_pid 2>/dev/null; fail "mmap3-reader record $* did not answer a ping within 300 s"; }
+}
+
+# alive PID: the process exists and is neither a zombie nor dead
+alive() {
+	local state
+	state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+	[ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
+# finish PID [SECONDS]: the exit status of background job PID, waited for
+# at most SECONDS (default 300); 124, with the job killed, if it ran longer.
+finish() {
+	local pid=$1 i limit=$((${2:-300} * 10))
+	for ((i = 0; i < limit; i++)); do
+		alive "$pid" || break
+		sleep 0.1
+	done
+	if ((i >= limit)); then
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		return 124
+	fi
+	wait "$pid"
+}
+
+# wait_mapped PID: until PID has libe2e.so mapped (at most 300 s)
+wait_mapped() {
+	local i
+	for ((i = 0; i < 3000; i++)); do
+		grep -q libe2e.so "/proc/$1/maps" 2>/dev/null && return 0
+		alive "$1" || fail "process $1 exited before it mapped libe2e.so"
+		sleep 0.1
+	done
+	fail "process $1 did not map libe2e.so within 300 s"
+}
+
 t_attach_to_running_pid() {
-	"$W/prog" 3000 & local pid=$!
-	sleep 0.3
-	"$READER_BIN" record -q -p $pid -d 1 -o "$W/pid.data" --buildid-dir "$W/cache" || { kill $pid; fail "record -p"; }
-	kill $pid 2>/dev/null || true
-	wait $pid 2>/dev/null || true
+	# The program runs hot until told to go, then for 300 ms of CPU time,
+	# and the capture ends with it (see pid_capture_ends_when_its_process_exits).
+	E2E_GO_FILE=$W/attach.go "$W/prog" 300 & local pid=$!
+	wait_mapped $pid
+	start_recorder attach -q -p $pid -o "$W/pid.data" --buildid-dir "$W/cache"
+	touch "$W/attach.go"
+	local rc=0
+	finish $rec_pid || rc=$?
+	wait $pid || fail "prog failed"
+	[ $rc -eq 0 ] || fail "record -p exited $rc"
 	"$READER_BIN" report -i "$W/pid.data" --format json >"$W/pid.json"
 	json_check "$W/pid.json" "len(find('e2e_v1_hot')) == 1"
 	# Mappings that existed before capture are read through map_files.
@@ -241,43 +300,48 @@ t_attach_to_running_pid() {
 
 t_pid_capture_ends_when_its_process_exits() {
 	# As perf record -p: the capture ends by itself once every target exited.
-	"$W/prog" 600 & local pid=$!
-	sleep 0.2
+	E2E_GO_FILE=$W/pidexit.go "$W/prog" 300 & local pid=$!
+	start_recorder pidexit -q -p $pid -o "$W/pidexit.data" --no-buildid-cache
+	touch "$W/pidexit.go"
 	local rc=0 start=$SECONDS
-	timeout 30 "$READER_BIN" record -q -p $pid -o "$W/pidexit.data" --no-buildid-cache || rc=$?
+	finish $rec_pid 120 || rc=$?
 	# Not before it either: the process must be gone (a zombie until waited).
-	local state
-	state=$(awk '{print $3}' /proc/$pid/stat 2>/dev/null || echo gone)
-	wait $pid 2>/dev/null || true
-	[ $rc -eq 0 ] || fail "record -p did not end with its process (exit $rc; 124 = still running after 30 s)"
-	case $state in Z|X|gone) ;; *) fail "record -p ended while its process still ran (state $state)" ;; esac
-	echo "NOTE: ended $((SECONDS - start)) s after it started"
+	local running=no
+	alive $pid && running=yes
+	wait $pid || fail "prog failed"
+	[ $rc -eq 0 ] || fail "record -p did not end with its process (exit $rc; 124 = still running after 120 s)"
+	[ $running = no ] || fail "record -p ended while its process still ran"
+	echo "NOTE: ended $((SECONDS - start)) s after the program was told to go"
 	"$READER_BIN" report -i "$W/pidexit.data" --format json >"$W/pidexit.json"
 	json_check "$W/pidexit.json" "len(find('e2e_main_hot', 'prog')) == 1"
 }
 
 # worker_tid FILE: the "tid N" that tests/e2e/threads.c prints to FILE once
-# its worker runs; empty if none within 5 s.
+# its worker runs; fails after 300 s without one.
 worker_tid() {
 	local i tid=""
-	for i in $(seq 100); do
+	for ((i = 0; i < 3000; i++)); do
 		tid=$(awk '/^tid / {print $2}' "$1")
 		[ -n "$tid" ] && break
-		sleep 0.05
+		sleep 0.1
 	done
+	[ -n "$tid" ] || fail "no worker thread id in $1 within 300 s"
 	echo "$tid"
 }
 
 t_pid_of_a_thread_means_its_process() {
 	# -p with a thread id profiles the whole process, attributed to it (the
 	# samples carry the process id, so the mappings must be under it too).
-	"$W/threads" 1500 >"$W/threads.out" & local pid=$!
+	E2E_GO_FILE=$W/tid.go "$W/threads" 300 >"$W/threads.out" & local pid=$!
 	local tid
 	tid=$(worker_tid "$W/threads.out")
-	[ -n "$tid" ] && [ "$tid" != "$pid" ] || { kill $pid; fail "no worker thread id"; }
-	"$READER_BIN" record -q -p "$tid" -d 1 -o "$W/tid.data" --no-buildid-cache || { kill $pid; fail "record -p TID"; }
-	kill $pid 2>/dev/null || true
-	wait $pid 2>/dev/null || true
+	[ "$tid" != "$pid" ] || { kill $pid; fail "the worker's id is the process id"; }
+	start_recorder tid -q -p "$tid" -o "$W/tid.data" --no-buildid-cache
+	touch "$W/tid.go"
+	local rc=0
+	finish $rec_pid || rc=$?
+	wait $pid || fail "threads failed"
+	[ $rc -eq 0 ] || fail "record -p TID exited $rc"
 	"$READER_BIN" report -i "$W/tid.data" --format json >"$W/tid.json"
 	json_check "$W/tid.json" "len(find('e2e_v1_hot', 'threads')) == 1"
 	json_check "$W/tid.json" "sum(r['samples'] for r in rows if r['path'] == '[unknown]') * 10 < d['capture']['samples']"
@@ -288,22 +352,21 @@ t_pid_whose_main_thread_exited() {
 	# zombie leader) shows its mappings only under the worker's /proc/TID:
 	# existing ones must still be synthesized and new ones filled in.  Plain
 	# MMAP2 (--mode mmap2) gives no build-ids, so every one is read by us.
-	"$W/threads" 3000 leader-exits "$W/v2.so" >"$W/zombie.out" & local pid=$!
-	local tid
-	tid=$(worker_tid "$W/zombie.out")
-	[ -n "$tid" ] || { kill $pid; fail "the main thread did not exit"; }
+	E2E_GO_FILE=$W/zombie.go "$W/threads" 300 leader-exits "$W/v2.so" >"$W/zombie.out" & local pid=$!
+	worker_tid "$W/zombie.out" >/dev/null
 	[ "$(awk '{print $3}' /proc/$pid/stat)" = Z ] && [ ! -s /proc/$pid/maps ] ||
 		{ kill $pid; fail "the main thread is not a zombie without mappings"; }
+	start_recorder zombie -q --mode mmap2 -p $pid -o "$W/zombie.data" --no-buildid-cache
+	touch "$W/zombie.go"
 	local rc=0
-	"$READER_BIN" record -q --mode mmap2 -p $pid -d 1 -o "$W/zombie.data" --no-buildid-cache || rc=$?
-	kill $pid 2>/dev/null || true
-	wait $pid 2>/dev/null || true
+	finish $rec_pid || rc=$?
+	wait $pid || fail "threads failed"
 	[ $rc -eq 0 ] || fail "record -p exited $rc"
 	"$READER_BIN" report -i "$W/zombie.data" --format json >"$W/zombie.json"
 	json_check "$W/zombie.json" "len(find('e2e_v1_hot', 'threads')) == 1 and find('e2e_v1_hot', 'threads')[0]['build_id'] == '$ID1'"
 	json_check "$W/zombie.json" "sum(r['samples'] for r in rows if r['path'] == '[unknown]') * 10 < d['capture']['samples']"
-	# v2.so is mapped and unmapped every 50 ms: one mapping may be there at
-	# the start, the others are made during the capture.
+	# After go, v2.so is mapped and unmapped for each 50 ms of the worker's
+	# 300 ms of CPU time, all while the capture runs.
 	json_check "$W/zombie.json" "len([m for m in d['capture']['mappings'] if m['path'] == '$W/v2.so']) >= 3"
 	json_check "$W/zombie.json" "all(m['build_id'] == '$ID2' for m in d['capture']['mappings'] if m['path'] == '$W/v2.so')"
 }
@@ -326,7 +389,9 @@ t_startup_with_many_processes_drains_meanwhile() {
 	# scheduled us (make bench-reader measures it); what is checked here is
 	# that records were taken out while the mappings were being read.
 	local sleepers=() i
-	for ((i = 0; i < 1000; i++)); do sleep 60 & sleepers+=($!); done
+	# They sleep until killed, here or when the test fails.
+	trap 'kill "${sleepers[@]}" 2>/dev/null || true' EXIT
+	for ((i = 0; i < 1000; i++)); do sleep 3600 & sleepers+=($!); done
 	local rc=0
 	"$READER_BIN" record -q -a -F 1000 -m 1 -d 0.5 --no-buildid-cache -o "$W/many.data" || rc=$?
 	kill "${sleepers[@]}" 2>/dev/null
@@ -348,15 +413,34 @@ print("NOTE: %d processes read in %.2f s, %d records drained meanwhile, %d lost"
 }
 
 t_ctrl_c_drains_and_writes() {
-	"$READER_BIN" record -q -a -F 1000 -o "$W/sigint.data" --no-buildid-cache & local rp=$!
-	# Long enough to outlast the synthesis of every running process.
-	"$W/prog" 1000
-	kill -INT $rp
+	start_recorder sigint -q -a -F 1000 -o "$W/sigint.data" --no-buildid-cache
+	"$W/prog" 300
+	kill -INT $rec_pid
 	local rc=0
-	wait $rp || rc=$?
+	finish $rec_pid || rc=$?
 	[ $rc -eq 0 ] || fail "record -a exited $rc after SIGINT"
 	"$READER_BIN" report -i "$W/sigint.data" --format json >"$W/sigint.json"
 	json_check "$W/sigint.json" "d['capture']['samples'] > 0 and len(find('e2e_main_hot', 'prog')) == 1"
+}
+
+t_control_stop_ends_the_capture() {
+	# perf's --control: "stop" ends a capture like Ctrl-C, acknowledged;
+	# other lines are ignored and counted.
+	start_recorder ctlstop -a -F 1000 -o "$W/ctlstop.data" --no-buildid-cache 2>"$W/ctlstop.err"
+	"$W/prog" 100
+	echo bogus >"$W/ctlstop.ctl"
+	timeout 300 bash -c 'echo stop >"$1" && read -r a <"$2" && [ "$a" = ack ]' _ \
+		"$W/ctlstop.ctl" "$W/ctlstop.ack" || fail "no ack for stop"
+	local rc=0
+	finish $rec_pid || rc=$?
+	[ $rc -eq 0 ] || fail "record exited $rc after stop"
+	grep -q "1 --control lines were no command" "$W/ctlstop.err" || { cat "$W/ctlstop.err"; fail "unknown command not reported"; }
+	"$READER_BIN" report -i "$W/ctlstop.data" --format json >"$W/ctlstop.json"
+	json_check "$W/ctlstop.json" "len(find('e2e_main_hot', 'prog')) == 1"
+	rc=0; "$READER_BIN" record --control fifo:"$W/ctlstop.data" -- true >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 1 ] && grep -q "is not a FIFO" "$W/o" || { cat "$W/o"; fail "--control with a regular file: exit $rc"; }
+	rc=0; "$READER_BIN" record --control pipe:1 -- true >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 2 ] || { cat "$W/o"; fail "--control pipe:1: exit $rc, want 2"; }
 }
 
 t_command_exit_status_is_passed_on() {
@@ -424,7 +508,12 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_perf_reads_our_file t_we_read_perf_files t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
        t_pid_whose_main_thread_exited t_vdso_is_symbolized t_startup_with_many_processes_drains_meanwhile
-       t_ctrl_c_drains_and_writes t_command_exit_status_is_passed_on t_errors_are_clear t_permission_error_names_paranoid)
+       t_ctrl_c_drains_and_writes t_control_stop_ends_the_capture t_command_exit_status_is_passed_on t_errors_are_clear t_permission_error_names_paranoid)
+if [ -n "${E2E_ONLY:-}" ]; then
+	only=()
+	for t in "${tests[@]}"; do [[ ${t#t_} =~ $E2E_ONLY ]] && only+=("$t"); done
+	tests=("${only[@]}")
+fi
 echo "[==========] Running ${#tests[@]} tests from $SUITE"
 for t in "${tests[@]}"; do run "${t#t_}" "$t"; done
 echo "[==========] ${#tests[@]} tests from $SUITE ran."
