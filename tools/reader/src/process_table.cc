@@ -6,10 +6,7 @@ namespace mmap3 {
 
 ProcessTable::Process& ProcessTable::GetProcess(uint32_t pid) {
   auto [it, inserted] = processes_.try_emplace(pid);
-  if (inserted) {
-    it->second.threads.insert(pid);
-    thread_pid_[pid] = pid;
-  }
+  if (inserted) it->second.threads.insert(pid);
   return it->second;
 }
 
@@ -23,7 +20,6 @@ void ProcessTable::OnFork(uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t pt
   if (pid == ppid) {
     // A new thread: same process, same address space.
     GetProcess(pid).threads.insert(tid);
-    thread_pid_[tid] = pid;
     return;
   }
   // A new process: a copy of the parent's address space.  If the pid was
@@ -35,24 +31,27 @@ void ProcessTable::OnFork(uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t pt
   }
   child.threads.insert(tid);
   processes_[pid] = std::move(child);
-  thread_pid_[tid] = pid;
 }
 
 void ProcessTable::OnComm(uint32_t pid, uint32_t tid, std::string_view comm, bool exec) {
   Process& p = GetProcess(pid);
-  p.threads.insert(tid);
-  thread_pid_[tid] = pid;
   comms_[tid] = std::string(comm);
-  if (exec) {
-    // exec replaces the whole image: other threads are gone too (de_thread),
-    // and the exec'ing thread takes the leader's pid.
-    p.space = std::make_shared<AddressSpace>();
-    if (tid != pid) comms_[pid] = std::string(comm);
+  if (!exec) {
+    p.threads.insert(tid);
+    return;
   }
+  // exec replaces the whole image, and de_thread() leaves one thread: the
+  // exec'ing one, which takes the leader's pid before the kernel writes
+  // this record.  The other threads (the old leader included) were killed
+  // and have their EXIT records, but the exec'ing thread's old tid never
+  // gets one: were it kept, the process would outlive its last EXIT.
+  p.space = std::make_shared<AddressSpace>();
+  p.threads.clear();
+  p.threads.insert(pid);
+  comms_[pid] = std::string(comm);
 }
 
 void ProcessTable::OnExit(uint32_t pid, uint32_t tid) {
-  thread_pid_.erase(tid);
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
   it->second.threads.erase(tid);

@@ -5,7 +5,9 @@
 //    space.  FORK with pid != ppid creates a process with a copy of the
 //    parent's address space (later mappings in either do not affect the
 //    other).  The child inherits the parent thread's command name.
-//  - COMM with the exec bit gives the process a fresh, empty address space.
+//  - COMM with the exec bit gives the process a fresh, empty address space
+//    and one thread, tid == pid: an exec by another thread makes it the
+//    leader (de_thread), and its old tid is gone without an EXIT record.
 //  - EXIT of a thread forgets the thread; when the last known thread of a
 //    process exits, the process (and its address space) is dropped.  The
 //    thread's command name stays until a FORK or COMM reuses the tid: the
@@ -60,7 +62,6 @@ class ProcessTable {
 
   std::unordered_map<uint32_t, Process> processes_;
   std::unordered_map<uint32_t, std::string> comms_;  // by tid
-  std::unordered_map<uint32_t, uint32_t> thread_pid_;
   AddressSpace kernel_;
 };
 

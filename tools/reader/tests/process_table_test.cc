@@ -82,6 +82,40 @@ TEST(ProcessTableTest, ExitDropsTheProcessWithItsLastThread) {
   EXPECT_EQ(PathAt(t, 100, 0x1000), "");
 }
 
+TEST(ProcessTableTest, ExecByAnotherThreadLeavesOneThread) {
+  // Thread 101 of process 100 execs.  The kernel kills the other threads
+  // (the leader included: EXIT 100/100), then 101 takes pid 100 and the
+  // COMM record says 100/100.  Thread id 101 never exits on its own.
+  ProcessTable t;
+  t.OnComm(100, 100, "app", false);
+  t.OnFork(100, 100, 101, 100);
+  t.OnFork(100, 100, 102, 100);
+  MapIn(t, 100, 0x1000, "/bin/app");
+  t.OnExit(100, 102);
+  t.OnExit(100, 100);
+  EXPECT_TRUE(t.HasProcess(100));  // 101 still runs
+  t.OnComm(100, 100, "new", /*exec=*/true);
+  EXPECT_EQ(PathAt(t, 100, 0x1000), "");
+  EXPECT_EQ(t.Comm(100, 100), "new");
+  // The new image's only thread exits: the process is gone.
+  t.OnExit(100, 100);
+  EXPECT_FALSE(t.HasProcess(100));
+  EXPECT_EQ(t.process_count(), 0u);
+}
+
+TEST(ProcessTableTest, ExecRecordWithTheOldTidAlsoLeavesOneThread) {
+  // Should a kernel write the exec'ing thread's old tid, the result is the
+  // same: one thread, the leader's pid.
+  ProcessTable t;
+  t.OnComm(100, 100, "app", false);
+  t.OnFork(100, 100, 101, 100);
+  t.OnExit(100, 100);
+  t.OnComm(100, 101, "new", /*exec=*/true);
+  EXPECT_EQ(t.Comm(100, 100), "new");
+  t.OnExit(100, 100);
+  EXPECT_FALSE(t.HasProcess(100));
+}
+
 TEST(ProcessTableTest, UnknownThreadsGetAPlaceholderName) {
   ProcessTable t;
   EXPECT_EQ(t.Comm(5, 6), ":6");
