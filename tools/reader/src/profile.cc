@@ -132,19 +132,23 @@ void Profile::OnSample(const SampleRecord& s) {
     frames.emplace_back(leaf.object, leaf.offset);
   } else {
     bool in_kernel = kernel;
-    bool first = true;
+    // The first ip of each context is where that context was interrupted
+    // (the sample's ip; for user frames under kernel ones, the user ip the
+    // kernel was entered from: a faulting or interrupted instruction, often
+    // a function's first one).  The others are return addresses: the call
+    // instruction ends just before them.
+    bool interrupted_ip = true;
     for (size_t i = 0; i < s.callchain.size(); ++i) {
       uint64_t ip = s.callchain[i];
       if (ip >= kContextMax) {
         in_kernel = ip == static_cast<uint64_t>(PERF_CONTEXT_KERNEL) ||
                     ip == static_cast<uint64_t>(PERF_CONTEXT_GUEST_KERNEL);
+        interrupted_ip = true;
         continue;
       }
-      // Callers are return addresses: look up the call instruction, which
-      // ends just before.
-      Frame f = Resolve(s.pid, first ? ip : ip - 1, in_kernel);
+      Frame f = Resolve(s.pid, interrupted_ip ? ip : ip - 1, in_kernel);
       frames.emplace_back(f.object, f.offset);
-      first = false;
+      interrupted_ip = false;
     }
     std::reverse(frames.begin(), frames.end());  // outermost first
   }

@@ -343,9 +343,40 @@ TEST(ProfileTest, FoldedStacksCrossFromKernelToUser) {
   s.kernel_notes = "/nonexistent";
   ReportModel m = ReportWith(p, s);
   ASSERT_EQ(m.stacks.size(), 1u);
+  // The first user ip is where the kernel was entered, not a return address.
   EXPECT_EQ(m.stacks[0].folded,
-            "app;[unknown]+0x10;[unknown]+0x20;[unknown]+0xffffffff81000030;"
+            "app;[unknown]+0x10;[unknown]+0x21;[unknown]+0xffffffff81000030;"
             "[unknown]+0xffffffff81000040");
+}
+
+TEST(ProfileTest, TheUserIpUnderKernelFramesIsLookedUpAsItIs) {
+  // A page fault on the first instruction of a function: the user ip is
+  // that instruction, and one byte before it is another function (or
+  // padding).
+  TempDir dir;
+  const std::string lib = dir.File("libfault.so");
+  ASSERT_TRUE(testing::BuildSharedLibrary(lib, "caller_fn faulting_fn", kIdV1));
+  // FunctionFileOffset() is 2 bytes into the function.
+  const uint64_t entry = testing::FunctionFileOffset(lib, "faulting_fn") - 2;
+  const uint64_t in_caller = testing::FunctionFileOffset(lib, "caller_fn") + 4;
+  ASSERT_GT(entry, 0u);
+  ProfileOptions o;
+  o.callchains = true;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Comm(7, "app", 1));
+  p.Process(Mmap(7, lib, kIdV1, 2));
+  const uint64_t kernel = static_cast<uint64_t>(PERF_CONTEXT_KERNEL);
+  const uint64_t user = static_cast<uint64_t>(PERF_CONTEXT_USER);
+  p.Process(Sample(7, 0xffffffff81000040, 3,
+                   {kernel, 0xffffffff81000040, user, kBase + entry, kBase + in_caller + 1},
+                   /*kernel=*/true));
+  SymbolSearch s;
+  s.debug_dir = "";
+  s.kernel_notes = "/nonexistent";
+  ReportModel m = ReportWith(p, s);
+  ASSERT_EQ(m.stacks.size(), 1u);
+  EXPECT_EQ(m.stacks[0].folded, "app;caller_fn;faulting_fn;[unknown]+0xffffffff81000040");
 }
 
 TEST(ProfileTest, BadRecordsAndLostCountsAreCounted) {
