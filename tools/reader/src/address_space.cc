@@ -17,6 +17,17 @@ const char* BuildIdSourceName(BuildIdSource source) {
   return "?";
 }
 
+const char* SymbolStatusName(SymbolStatus status) {
+  switch (status) {
+    case SymbolStatus::kFound: return "found";
+    case SymbolStatus::kNoSymbol: return "no_symbol";
+    case SymbolStatus::kNoFile: return "no_file";
+    case SymbolStatus::kNoBuildId: return "no_build_id";
+    case SymbolStatus::kNoMapping: return "no_mapping";
+  }
+  return "?";
+}
+
 void AddressSpace::Insert(Mapping m) {
   if (m.end <= m.start) return;
   index_valid_ = false;

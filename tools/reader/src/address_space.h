@@ -33,6 +33,17 @@ enum class BuildIdSource : uint8_t {
 inline constexpr int kBuildIdSourceCount = 7;
 const char* BuildIdSourceName(BuildIdSource source);
 
+// Whether a location got a symbol name, and if not, why.
+enum class SymbolStatus : uint8_t {
+  kFound,      // a symbol of a file whose build-id is the mapping's
+  kNoSymbol,   // such a file was found, but no symbol covers the offset
+               // (stripped of .symtab, or PLT, padding, data)
+  kNoFile,     // no usable file with the mapping's build-id was found
+  kNoBuildId,  // the mapping has no build-id: no file can be trusted
+  kNoMapping,  // the address is in no known mapping
+};
+const char* SymbolStatusName(SymbolStatus status);
+
 struct MappedObject {
   std::string path;
   BuildId build_id;

@@ -192,15 +192,17 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   static const std::string kUnknown = "[unknown]";
   struct RowSums {
     uint64_t samples = 0, period = 0;
+    SymbolStatus status = SymbolStatus::kNoMapping;
   };
   std::unordered_map<RowKey, RowSums, RowKeyHash> rows;
   flat_.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t count,
                     uint64_t period) {
-    const std::string* symbol =
-        object != nullptr ? &symbolizer.Symbolize(*object, offset) : &kUnknown;
-    RowSums& sums = rows[RowKey{comm, object, symbol}];
+    Symbolizer::Symbol symbol{&kUnknown, SymbolStatus::kNoMapping};
+    if (object != nullptr) symbol = symbolizer.Lookup(*object, offset);
+    RowSums& sums = rows[RowKey{comm, object, symbol.name}];
     sums.samples += count;
     sums.period += period;
+    sums.status = symbol.status;
   });
   for (const auto& [key, sums] : rows) {
     const uint32_t comm = key.comm;
@@ -215,6 +217,7 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
         period_ ? 100.0 * static_cast<double>(sums.period) / static_cast<double>(period_) : 0;
     row.comm = comms_[comm];
     row.symbol = symbol;
+    row.symbol_status = sums.status;
     if (object != nullptr) {
       row.path = object->path;
       row.build_id = object->build_id;

@@ -75,6 +75,7 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                     {"path", r.path},
                     {"build_id", r.build_id.Hex()},
                     {"symbol", r.symbol},
+                    {"symbol_status", SymbolStatusName(r.symbol_status)},
                     {"source", BuildIdSourceName(r.source)}});
   }
   json doc = {{"schema", "mmap3-reader-report/1"},

@@ -17,8 +17,16 @@
 //   },
 //   "rows": [{"samples": N, "period": N, "percent": F, "comm": "...",
 //             "path": "...", "build_id": "full hex" | "", "symbol": "...",
+//             "symbol_status": "found" | "no_symbol" | "no_file" |
+//                              "no_build_id" | "no_mapping",
 //             "source": "..."}]
 // }
+// "symbol_status" says why a row has no symbol name: "no_symbol", a file
+// with the build-id was found but no symbol covers the offset (the symbol
+// reads "[no symbol <id>]+0x<offset>"); "no_file", no file with the build-id
+// was found ("[unknown <id>]+0x<offset>"); "no_build_id", the mapping has
+// none ("[unknown]+0x<offset>"); "no_mapping", the address is in no known
+// mapping (path and symbol "[unknown]").
 // Rows are sorted by period (overhead), then samples, descending.  "percent"
 // (the text report's Overhead) is the row's share of the summed sample
 // periods, as in perf.  Folded output (`--format folded`)
@@ -46,6 +54,7 @@ struct ReportRow {
   std::string path;
   BuildId build_id;
   std::string symbol;
+  SymbolStatus symbol_status = SymbolStatus::kFound;
   BuildIdSource source = BuildIdSource::kNone;
 };
 

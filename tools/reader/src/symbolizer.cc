@@ -36,26 +36,35 @@ const SymbolTable* Symbolizer::TableFor(const MappedObject& object) {
 
 bool Symbolizer::HasSymbols(const MappedObject& object) { return TableFor(object) != nullptr; }
 
-const std::string& Symbolizer::Symbolize(const MappedObject& object, uint64_t offset) {
+const Symbolizer::Symbol& Symbolizer::Lookup(const MappedObject& object, uint64_t offset) {
   auto key = std::make_pair(&object, offset);
-  if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
-  const std::string* name = nullptr;
-  if (const SymbolTable* table = TableFor(object)) {
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  Symbol symbol{nullptr, SymbolStatus::kFound};
+  const SymbolTable* table = TableFor(object);
+  if (table != nullptr) {
     if (auto addr = table->OffsetToAddress(offset)) {
       if (const ElfSymbol* sym = table->Find(*addr)) {
         auto [it, inserted] = demangled_.emplace(sym, nullptr);
         if (inserted) it->second = &Intern(Demangle(sym->name));
-        name = it->second;
+        symbol.name = it->second;
       }
     }
   }
-  if (name == nullptr || name->empty()) {
-    name = object.build_id.empty()
-               ? &Intern(fmt::format("[unknown]+{:#x}", offset))
-               : &Intern(fmt::format("[unknown {}]+{:#x}", object.build_id.ShortHex(), offset));
+  if (symbol.name == nullptr || symbol.name->empty()) {
+    // Say which of "the right file has nothing here" and "the right file
+    // was not found": the first is final, the second may change with a
+    // build-id cache or debug files.
+    if (object.build_id.empty()) {
+      symbol = {&Intern(fmt::format("[unknown]+{:#x}", offset)), SymbolStatus::kNoBuildId};
+    } else if (table == nullptr) {
+      symbol = {&Intern(fmt::format("[unknown {}]+{:#x}", object.build_id.ShortHex(), offset)),
+                SymbolStatus::kNoFile};
+    } else {
+      symbol = {&Intern(fmt::format("[no symbol {}]+{:#x}", object.build_id.ShortHex(), offset)),
+                SymbolStatus::kNoSymbol};
+    }
   }
-  cache_.emplace(key, name);
-  return *name;
+  return cache_.emplace(key, symbol).first->second;
 }
 
 }  // namespace mmap3

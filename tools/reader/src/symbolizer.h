@@ -1,13 +1,17 @@
 // Location -> symbol name, using only files whose build-id matches.
 //
-// Contract: Symbolize() takes the object a sample hit and the file offset in
+// Contract: Lookup() takes the object a sample hit and the file offset in
 // it (for the kernel: the address) and returns a name valid for the life of
-// the Symbolizer.  When no matching file exists the answer is
-// "[unknown <short build-id>]+0x<offset>" (or "[unknown]+0x<offset>" for an
-// object without a build-id); a file with another build-id is never used.
-// Results are cached per (object, offset); each DSO's symbols are loaded
-// once by the DsoStore, each name is demangled once, and equal names are the
-// same string (callers may compare the returned references by address).
+// the Symbolizer, and whether it is a symbol.  When there is none, the name
+// says why:
+//   "[no symbol <short build-id>]+0x<offset>"  a file with the build-id was
+//                                              found; no symbol covers it
+//   "[unknown <short build-id>]+0x<offset>"    no file with the build-id
+//   "[unknown]+0x<offset>"                     the object has no build-id
+// A file with another build-id is never used.  Results are cached per
+// (object, offset); each DSO's symbols are loaded once by the DsoStore, each
+// name is demangled once, and equal names are the same string (callers may
+// compare the returned references by address).
 #ifndef MMAP3_READER_SYMBOLIZER_H_
 #define MMAP3_READER_SYMBOLIZER_H_
 
@@ -26,8 +30,15 @@ class Symbolizer {
  public:
   explicit Symbolizer(DsoStore& store) : store_(store) {}
 
-  const std::string& Symbolize(const MappedObject& object, uint64_t offset);
-  // True if the last Symbolize() for this object found a matching file.
+  struct Symbol {
+    const std::string* name;
+    SymbolStatus status;
+  };
+  const Symbol& Lookup(const MappedObject& object, uint64_t offset);
+  const std::string& Symbolize(const MappedObject& object, uint64_t offset) {
+    return *Lookup(object, offset).name;
+  }
+  // True if a file with the object's build-id gave a symbol table.
   bool HasSymbols(const MappedObject& object);
 
  private:
@@ -44,7 +55,7 @@ class Symbolizer {
   std::unordered_map<const MappedObject*, const SymbolTable*> tables_;
   std::unordered_map<const ElfSymbol*, const std::string*> demangled_;
   std::unordered_set<std::string> names_;  // node-based: references stay valid
-  std::unordered_map<std::pair<const MappedObject*, uint64_t>, const std::string*, KeyHash> cache_;
+  std::unordered_map<std::pair<const MappedObject*, uint64_t>, Symbol, KeyHash> cache_;
 };
 
 }  // namespace mmap3

@@ -185,6 +185,7 @@ TEST_F(ReplacedDsoTest, WithoutCopiesOldVersionsAreRefusedNotMisattributed) {
   for (const char* comm : {"procA", "procB"}) {
     const ReportRow* r = RowFor(m, comm);
     EXPECT_EQ(r->symbol.rfind("[unknown ", 0), 0u) << r->symbol;
+    EXPECT_EQ(r->symbol_status, SymbolStatus::kNoFile);
     EXPECT_EQ(r->symbol.find("demo_"), std::string::npos);
   }
   EXPECT_NE(RowFor(m, "procA")->symbol.find("111111111111"), std::string::npos);
@@ -211,6 +212,8 @@ TEST(ProfileTest, ForkCopiesMappingsAndExecResetsThem) {
   ASSERT_NE(child, nullptr);
   EXPECT_TRUE(child->build_id.empty());
   EXPECT_EQ(child->symbol, "[unknown]");
+  EXPECT_EQ(child->symbol_status, SymbolStatus::kNoMapping);
+  EXPECT_EQ(parent->symbol_status, SymbolStatus::kNoFile);
   EXPECT_EQ(p.unattributed(), 1u);
 }
 

@@ -30,6 +30,7 @@ ReportModel Model() {
   b.comm = "app";
   b.path = "/bin/app";
   b.symbol = "[unknown]+0x10";
+  b.symbol_status = SymbolStatus::kNoBuildId;
   m.rows = {a, b};
   m.mappings.push_back({12, 0x1000, 0x2000, 0, "/usr/lib/libfoo.so.1", a.build_id,
                         BuildIdSource::kMapFiles});
@@ -85,7 +86,9 @@ TEST(ReportTest, JsonFollowsTheDocumentedSchema) {
   EXPECT_EQ(j["rows"][0]["path"], "/usr/lib/libfoo.so.1");
   EXPECT_EQ(j["rows"][0]["symbol"], "foo_work");
   EXPECT_EQ(j["rows"][0]["samples"], 3);
+  EXPECT_EQ(j["rows"][0]["symbol_status"], "found");
   EXPECT_EQ(j["rows"][1]["build_id"], "");
+  EXPECT_EQ(j["rows"][1]["symbol_status"], "no_build_id");
 }
 
 TEST(ReportTest, JsonSurvivesNonUtf8Paths) {

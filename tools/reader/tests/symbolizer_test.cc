@@ -69,6 +69,45 @@ TEST_F(SymbolizerTest, RefusesAFileWithAnotherBuildId) {
   EXPECT_EQ(dso.refused[0], lib_);
 }
 
+TEST_F(SymbolizerTest, SaysWhetherTheFileOrOnlyTheSymbolIsMissing) {
+  std::filesystem::copy_file(v1_, lib_);
+  DsoStore store(PathsOnly());
+  Symbolizer sym(store);
+  // Offset 0 is the ELF header: inside the file's first PT_LOAD, in no
+  // function.
+  MappedObject found = Object(lib_, kIdV1);
+  const Symbolizer::Symbol& header = sym.Lookup(found, 0);
+  EXPECT_EQ(*header.name, "[no symbol 111111111111]+0x0");
+  EXPECT_EQ(header.status, SymbolStatus::kNoSymbol);
+  const uint64_t off = testing::FunctionFileOffset(v1_, "only_in_v1");
+  const Symbolizer::Symbol& fn = sym.Lookup(found, off);
+  EXPECT_EQ(*fn.name, "only_in_v1");
+  EXPECT_EQ(fn.status, SymbolStatus::kFound);
+  // No file has v2's build-id.
+  MappedObject missing = Object(lib_, kIdV2);
+  const Symbolizer::Symbol& none = sym.Lookup(missing, off);
+  EXPECT_EQ(*none.name, fmt::format("[unknown 222222222222]+{:#x}", off));
+  EXPECT_EQ(none.status, SymbolStatus::kNoFile);
+  MappedObject no_id = Object(lib_, nullptr);
+  EXPECT_EQ(sym.Lookup(no_id, off).status, SymbolStatus::kNoBuildId);
+}
+
+TEST_F(SymbolizerTest, AStrippedFileSaysNoSymbolForWhatOnlySymtabNamed) {
+  // A static function is only in .symtab; strip --strip-all leaves .dynsym.
+  ASSERT_TRUE(testing::CompileC(
+      "static __attribute__((noinline)) int hidden_fn(int x) { return x * 7 + 1; }\n"
+      "int exported_fn(int x) { return hidden_fn(x) + 2; }\n",
+      lib_, "-shared -fPIC -Wl,--build-id=0x" + std::string(testing::kIdV3)));
+  const uint64_t hidden = testing::FunctionFileOffset(lib_, "hidden_fn");
+  ASSERT_EQ(std::system(("strip --strip-all '" + lib_ + "'").c_str()), 0);
+  DsoStore store(PathsOnly());
+  Symbolizer sym(store);
+  MappedObject o = Object(lib_, testing::kIdV3);
+  const Symbolizer::Symbol& s = sym.Lookup(o, hidden);
+  EXPECT_EQ(*s.name, fmt::format("[no symbol 333333333333]+{:#x}", hidden));
+  EXPECT_EQ(s.status, SymbolStatus::kNoSymbol);
+}
+
 TEST_F(SymbolizerTest, FindsReplacedVersionInTheBuildIdCache) {
   TempDir cache;
   int fd = open(v1_.c_str(), O_RDONLY | O_CLOEXEC);
