@@ -24,6 +24,8 @@ const char* SymbolStatusName(SymbolStatus status) {
     case SymbolStatus::kNoFile: return "no_file";
     case SymbolStatus::kNoBuildId: return "no_build_id";
     case SymbolStatus::kNoMapping: return "no_mapping";
+    case SymbolStatus::kGuest: return "guest";
+    case SymbolStatus::kHypervisor: return "hypervisor";
   }
   return "?";
 }

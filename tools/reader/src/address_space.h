@@ -41,14 +41,23 @@ enum class SymbolStatus : uint8_t {
   kNoFile,     // no usable file with the mapping's build-id was found
   kNoBuildId,  // the mapping has no build-id: no file can be trusted
   kNoMapping,  // the address is in no known mapping
+  kGuest,      // a guest's address (AddressOwner::kGuest)
+  kHypervisor, // the hypervisor's (AddressOwner::kHypervisor)
 };
 const char* SymbolStatusName(SymbolStatus status);
+
+// Whose addresses an object stands for.  A guest's samples (cpumode
+// PERF_RECORD_MISC_GUEST_*) and the hypervisor's (_HYPERVISOR) carry
+// addresses that mean nothing in the host's address spaces: they get an
+// object of their own, never a host mapping or symbol.
+enum class AddressOwner : uint8_t { kHost, kGuest, kHypervisor };
 
 struct MappedObject {
   std::string path;
   BuildId build_id;
   BuildIdSource source = BuildIdSource::kNone;
   bool kernel = false;
+  AddressOwner owner = AddressOwner::kHost;
 };
 
 struct Mapping {

@@ -10,12 +10,29 @@ namespace {
 // Callchain entries at or above this are PERF_CONTEXT_* markers.
 constexpr uint64_t kContextMax = static_cast<uint64_t>(-4095);
 
-bool IsKernelMode(uint16_t misc) {
-  uint16_t mode = misc & PERF_RECORD_MISC_CPUMODE_MASK;
-  return mode == PERF_RECORD_MISC_KERNEL || mode == PERF_RECORD_MISC_GUEST_KERNEL;
+}  // namespace
+
+Profile::Space Profile::SampleSpace(uint16_t misc) {
+  switch (misc & PERF_RECORD_MISC_CPUMODE_MASK) {
+    case PERF_RECORD_MISC_KERNEL: return Space::kKernel;
+    case PERF_RECORD_MISC_GUEST_KERNEL: return Space::kGuestKernel;
+    case PERF_RECORD_MISC_GUEST_USER: return Space::kGuestUser;
+    case PERF_RECORD_MISC_HYPERVISOR: return Space::kHypervisor;
+    default: return Space::kUser;  // USER, and CPUMODE_UNKNOWN as perf treats it
+  }
 }
 
-}  // namespace
+Profile::Space Profile::ContextSpace(uint64_t marker) {
+  switch (marker) {
+    case PERF_CONTEXT_USER: return Space::kUser;
+    case PERF_CONTEXT_KERNEL: return Space::kKernel;
+    case PERF_CONTEXT_GUEST_KERNEL: return Space::kGuestKernel;
+    case PERF_CONTEXT_GUEST_USER: return Space::kGuestUser;
+    case PERF_CONTEXT_GUEST: return Space::kGuest;
+    case PERF_CONTEXT_HV: return Space::kHypervisor;
+    default: return Space::kUnknown;
+  }
+}
 
 Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
   MappedObject kernel;
@@ -24,6 +41,16 @@ Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
   kernel.build_id = options_.kernel_build_id;
   kernel.source = kernel.build_id.empty() ? BuildIdSource::kNone : BuildIdSource::kKernelNotes;
   kernel_object_ = InternObject(std::move(kernel));
+  auto foreign = [this](const char* path, AddressOwner owner) {
+    MappedObject o;
+    o.path = path;
+    o.owner = owner;
+    return InternObject(std::move(o));
+  };
+  guest_kernel_ = foreign("[guest.kernel]", AddressOwner::kGuest);
+  guest_user_ = foreign("[guest.user]", AddressOwner::kGuest);
+  guest_ = foreign("[guest]", AddressOwner::kGuest);
+  hypervisor_ = foreign("[hypervisor]", AddressOwner::kHypervisor);
 }
 
 uint32_t Profile::InternComm(const std::string& comm) {
@@ -33,7 +60,8 @@ uint32_t Profile::InternComm(const std::string& comm) {
 }
 
 std::shared_ptr<const MappedObject> Profile::InternObject(MappedObject object) {
-  auto key = std::make_tuple(object.path, object.build_id, object.source, object.kernel);
+  auto key =
+      std::make_tuple(object.path, object.build_id, object.source, object.kernel, object.owner);
   auto& slot = objects_[key];
   if (!slot) slot = std::make_shared<const MappedObject>(std::move(object));
   return slot;
@@ -108,9 +136,23 @@ void Profile::OnMmap(const MmapRecord& m) {
   processes_.OnMmap(m.pid, std::move(mapping));
 }
 
-Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, bool kernel) const {
-  if (kernel) return {kernel_object_.get(), ip};
-  if (const Mapping* m = processes_.FindUser(pid, ip)) return {m->object.get(), m->FileOffset(ip)};
+Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
+  switch (space) {
+    case Space::kKernel:
+      return {kernel_object_.get(), ip};
+    case Space::kUser:
+      if (const Mapping* m = processes_.FindUser(pid, ip))
+        return {m->object.get(), m->FileOffset(ip)};
+      return {nullptr, ip};
+    // Not the host's addresses: the host's kernel and the sampled task's
+    // mappings (a vCPU thread's) must not name them.  One location per
+    // space, since the host cannot tell one such address from another.
+    case Space::kGuestKernel: return {guest_kernel_.get(), 0};
+    case Space::kGuestUser: return {guest_user_.get(), 0};
+    case Space::kGuest: return {guest_.get(), 0};
+    case Space::kHypervisor: return {hypervisor_.get(), 0};
+    case Space::kUnknown: break;
+  }
   return {nullptr, ip};
 }
 
@@ -121,8 +163,8 @@ void Profile::OnSample(const SampleRecord& s) {
   if (cached == comm_of_tid_.end())
     cached = comm_of_tid_.emplace(s.tid, InternComm(processes_.Comm(s.pid, s.tid))).first;
   const uint32_t comm = cached->second;
-  const bool kernel = IsKernelMode(s.misc);
-  Frame leaf = Resolve(s.pid, s.ip, kernel);
+  const Space space = SampleSpace(s.misc);
+  Frame leaf = Resolve(s.pid, s.ip, space);
   if (leaf.object == nullptr) ++unattributed_;
   flat_.Add(comm, leaf.object, leaf.offset, 1, s.period);
 
@@ -131,7 +173,7 @@ void Profile::OnSample(const SampleRecord& s) {
   if (s.callchain.empty()) {
     frames.emplace_back(leaf.object, leaf.offset);
   } else {
-    bool in_kernel = kernel;
+    Space context = space;
     // The first ip of each context is where that context was interrupted
     // (the sample's ip; for user frames under kernel ones, the user ip the
     // kernel was entered from: a faulting or interrupted instruction, often
@@ -141,12 +183,11 @@ void Profile::OnSample(const SampleRecord& s) {
     for (size_t i = 0; i < s.callchain.size(); ++i) {
       uint64_t ip = s.callchain[i];
       if (ip >= kContextMax) {
-        in_kernel = ip == static_cast<uint64_t>(PERF_CONTEXT_KERNEL) ||
-                    ip == static_cast<uint64_t>(PERF_CONTEXT_GUEST_KERNEL);
+        context = ContextSpace(ip);
         interrupted_ip = true;
         continue;
       }
-      Frame f = Resolve(s.pid, interrupted_ip ? ip : ip - 1, in_kernel);
+      Frame f = Resolve(s.pid, interrupted_ip ? ip : ip - 1, context);
       frames.emplace_back(f.object, f.offset);
       interrupted_ip = false;
     }

@@ -71,9 +71,23 @@ class Profile {
     const MappedObject* object;
   };
 
+  // Whose address an ip is: from the sample's cpumode, or a call chain's
+  // PERF_CONTEXT_* marker.
+  enum class Space : uint8_t {
+    kUser,
+    kKernel,
+    kGuestKernel,
+    kGuestUser,
+    kGuest,  // PERF_CONTEXT_GUEST: a guest's, kernel or user not said
+    kHypervisor,
+    kUnknown,  // a marker this reader does not know
+  };
+  static Space SampleSpace(uint16_t misc);
+  static Space ContextSpace(uint64_t marker);
+
   void OnMmap(const MmapRecord& m);
   void OnSample(const SampleRecord& s);
-  Frame Resolve(uint32_t pid, uint64_t ip, bool kernel) const;
+  Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
   uint32_t InternComm(const std::string& comm);
   std::shared_ptr<const MappedObject> InternObject(MappedObject object);
 
@@ -81,7 +95,10 @@ class Profile {
   SampleFormat format_;
   ProcessTable processes_;
   std::shared_ptr<const MappedObject> kernel_object_;
-  std::map<std::tuple<std::string, BuildId, BuildIdSource, bool>,
+  // "[guest.kernel]", "[guest.user]", "[guest]", "[hypervisor]": samples
+  // whose addresses are not the host's (see AddressOwner).
+  std::shared_ptr<const MappedObject> guest_kernel_, guest_user_, guest_, hypervisor_;
+  std::map<std::tuple<std::string, BuildId, BuildIdSource, bool, AddressOwner>,
            std::shared_ptr<const MappedObject>>
       objects_;
   std::vector<std::string> comms_;

@@ -18,7 +18,8 @@
 //   "rows": [{"samples": N, "period": N, "percent": F, "comm": "...",
 //             "path": "...", "build_id": "full hex" | "", "symbol": "...",
 //             "symbol_status": "found" | "no_symbol" | "no_file" |
-//                              "no_build_id" | "no_mapping",
+//                              "no_build_id" | "no_mapping" | "guest" |
+//                              "hypervisor",
 //             "source": "..."}]
 // }
 // "symbol_status" says why a row has no symbol name: "no_symbol", a file
@@ -26,7 +27,10 @@
 // reads "[no symbol <id>]+0x<offset>"); "no_file", no file with the build-id
 // was found ("[unknown <id>]+0x<offset>"); "no_build_id", the mapping has
 // none ("[unknown]+0x<offset>"); "no_mapping", the address is in no known
-// mapping (path and symbol "[unknown]").
+// mapping (path and symbol "[unknown]"); "guest" and "hypervisor", an
+// address of a guest or of the hypervisor, which no host mapping names
+// (path and symbol "[guest.kernel]", "[guest.user]", "[guest]",
+// "[hypervisor]").
 // Rows are sorted by period (overhead), then samples, descending.  "percent"
 // (the text report's Overhead) is the row's share of the summed sample
 // periods, as in perf.  Folded output (`--format folded`)

@@ -39,6 +39,13 @@ bool Symbolizer::HasSymbols(const MappedObject& object) { return TableFor(object
 const Symbolizer::Symbol& Symbolizer::Lookup(const MappedObject& object, uint64_t offset) {
   auto key = std::make_pair(&object, offset);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  if (object.owner != AddressOwner::kHost) {
+    // A guest's or the hypervisor's address: nothing on the host names it.
+    const Symbol symbol{&Intern(object.path), object.owner == AddressOwner::kGuest
+                                                  ? SymbolStatus::kGuest
+                                                  : SymbolStatus::kHypervisor};
+    return cache_.emplace(key, symbol).first->second;
+  }
   Symbol symbol{nullptr, SymbolStatus::kFound};
   const SymbolTable* table = TableFor(object);
   if (table != nullptr) {

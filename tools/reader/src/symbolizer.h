@@ -8,6 +8,8 @@
 //                                              found; no symbol covers it
 //   "[unknown <short build-id>]+0x<offset>"    no file with the build-id
 //   "[unknown]+0x<offset>"                     the object has no build-id
+// and an object for a guest's or the hypervisor's addresses is named by its
+// path ("[guest.user]", "[hypervisor]", ...), whatever the offset.
 // A file with another build-id is never used.  Results are cached per
 // (object, offset); each DSO's symbols are loaded once by the DsoStore, each
 // name is demangled once, and equal names are the same string (callers may

@@ -382,6 +382,65 @@ TEST(ProfileTest, TheUserIpUnderKernelFramesIsLookedUpAsItIs) {
   EXPECT_EQ(m.stacks[0].folded, "app;caller_fn;faulting_fn;[unknown]+0xffffffff81000040");
 }
 
+std::vector<uint8_t> SampleIn(uint16_t cpumode, uint32_t pid, uint64_t ip, uint64_t time,
+                              std::vector<uint64_t> chain = {}) {
+  SampleRecord s;
+  s.misc = cpumode;
+  s.pid = s.tid = pid;
+  s.ip = ip;
+  s.time = time;
+  return EncodeSample(s, chain, kFormat);
+}
+
+TEST(ProfileTest, GuestAndHypervisorSamplesAreNeverPutOnHostObjects) {
+  // A vCPU thread (pid 7) has a host library at kBase; the guest's
+  // addresses may fall anywhere in it, and the host kernel's build-id is
+  // known.  None of that applies to the guest's or the hypervisor's ips.
+  ProfileOptions o;
+  o.callchains = true;
+  o.kernel_build_id = Id(kIdV3);
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Comm(7, "vcpu", 1));
+  p.Process(Mmap(7, "/x/lib.so", kIdV1, 2));
+  p.Process(SampleIn(PERF_RECORD_MISC_GUEST_USER, 7, kBase + 0x10, 3));
+  p.Process(SampleIn(PERF_RECORD_MISC_GUEST_USER, 7, kBase + 0x20, 4));
+  p.Process(SampleIn(PERF_RECORD_MISC_GUEST_KERNEL, 7, 0xffffffff81000123, 5));
+  p.Process(SampleIn(PERF_RECORD_MISC_HYPERVISOR, 7, kBase + 0x30, 6));
+  const uint64_t guest_kernel = static_cast<uint64_t>(PERF_CONTEXT_GUEST_KERNEL);
+  const uint64_t guest_user = static_cast<uint64_t>(PERF_CONTEXT_GUEST_USER);
+  p.Process(SampleIn(PERF_RECORD_MISC_GUEST_KERNEL, 7, 0xffffffff81000123, 7,
+                     {guest_kernel, 0xffffffff81000123, guest_user, kBase + 0x40, kBase + 0x51}));
+  SymbolSearch s;
+  s.debug_dir = "";
+  s.kernel_notes = "/nonexistent";
+  ReportModel m = ReportWith(p, s);
+  EXPECT_EQ(p.unattributed(), 0u);
+  std::map<std::string, const ReportRow*> by_path;
+  for (const ReportRow& r : m.rows) {
+    EXPECT_NE(r.path, "/x/lib.so") << r.symbol;
+    EXPECT_NE(r.path, "[kernel.kallsyms]") << r.symbol;
+    EXPECT_TRUE(r.build_id.empty()) << r.path;
+    by_path[r.path] = &r;
+  }
+  ASSERT_EQ(by_path.size(), 3u);
+  ASSERT_TRUE(by_path.count("[guest.user]"));
+  EXPECT_EQ(by_path["[guest.user]"]->samples, 2u);  // one row, whatever the ips
+  EXPECT_EQ(by_path["[guest.user]"]->symbol, "[guest.user]");
+  EXPECT_EQ(by_path["[guest.user]"]->symbol_status, SymbolStatus::kGuest);
+  ASSERT_TRUE(by_path.count("[guest.kernel]"));
+  EXPECT_EQ(by_path["[guest.kernel]"]->samples, 2u);
+  ASSERT_TRUE(by_path.count("[hypervisor]"));
+  EXPECT_EQ(by_path["[hypervisor]"]->symbol_status, SymbolStatus::kHypervisor);
+  bool chain_seen = false;
+  for (const ReportStack& st : m.stacks) {
+    EXPECT_EQ(st.folded.find("lib.so"), std::string::npos) << st.folded;
+    EXPECT_EQ(st.folded.find("111111111111"), std::string::npos) << st.folded;
+    chain_seen |= st.folded == "vcpu;[guest.user];[guest.user];[guest.kernel]";
+  }
+  EXPECT_TRUE(chain_seen);
+}
+
 TEST(ProfileTest, BadRecordsAndLostCountsAreCounted) {
   Profile p({});
   p.SetFormat(kFormat);
