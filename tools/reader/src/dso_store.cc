@@ -63,7 +63,12 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
     candidates.push_back(search_.cache_dir + "/.build-id/" + sub);  // older: link to the file
   }
   if (search_.use_recorded_paths) {
-    for (const std::string& p : dso.paths) {
+    // In an order of their own, not the order they were recorded in (which
+    // is the order a hash table handed out locations), so that the same
+    // paths always give the same file.
+    std::vector<std::string> paths = dso.paths;
+    std::sort(paths.begin(), paths.end());
+    for (const std::string& p : paths) {
       if (p.starts_with('/')) candidates.push_back(p);  // not "[vdso]", "//anon", relative
     }
   }

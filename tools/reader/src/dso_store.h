@@ -6,12 +6,17 @@
 //   1. <cache>/.build-id/xx/rest/debug (perf's cached debug file),
 //   2. <debug_dir>/.build-id/xx/rest.debug,
 //   3. <cache>/.build-id/xx/rest/elf (perf's layout; or the link itself),
-//   4. each path the DSO was recorded under, if its current build-id matches.
+//   4. each path the DSO was recorded under (in byte order), if its current
+//      build-id matches.
 // The first match with a .symtab gives the symbols (otherwise the first match,
 // .dynsym only); the file-offset layout always comes from a matching image,
 // since debug files carry no valid p_offset.  Debug file alone: no symbols.
 // A candidate with a different build-id is never used; the refusal is kept
 // for the report.  DSOs without a build-id are not symbolized at all.
+// Every path of a build-id must be given (Get) before its first Symbols():
+// the load happens once, and a path given later is not looked at.  Given
+// that, what is found depends on the paths and the files, never on the
+// order they were given in.
 #ifndef MMAP3_READER_DSO_STORE_H_
 #define MMAP3_READER_DSO_STORE_H_
 
@@ -49,7 +54,7 @@ class SymbolTable {
 
 struct Dso {
   BuildId build_id;
-  std::vector<std::string> paths;  // as recorded, in order first seen
+  std::vector<std::string> paths;  // as recorded, in order first given
   bool load_attempted = false;
   std::unique_ptr<SymbolTable> symbols;  // null if no matching file
   std::string symbol_file;               // which file the symbols came from

@@ -216,6 +216,11 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
         {e.pid, e.start, e.end, e.pgoff, e.object->path, e.object->build_id, e.object->source});
   }
 
+  // Every path a build-id was mapped under is a candidate for its file:
+  // declared before the first lookup, so that what is found does not
+  // depend on which location the hash table below hands out first.
+  for (const auto& [key, object] : objects_) symbolizer.Declare(*object);
+
   // Merge locations into (comm, object, symbol) rows.
   // Equal names are one string in the Symbolizer, so a row is keyed by the
   // name's address.
@@ -271,8 +276,8 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   // By overhead (period), as perf sorts; for a constant period that is by
   // samples.  Then samples and names: deterministic, never pointer values.
   std::sort(model.rows.begin(), model.rows.end(), [](const ReportRow& a, const ReportRow& b) {
-    return std::tie(b.period, b.samples, a.comm, a.path, a.build_id, a.symbol) <
-           std::tie(a.period, a.samples, b.comm, b.path, b.build_id, b.symbol);
+    return std::tie(b.period, b.samples, a.comm, a.path, a.build_id, a.symbol, a.source) <
+           std::tie(a.period, a.samples, b.comm, b.path, b.build_id, b.symbol, b.source);
   });
 
   std::map<std::string, uint64_t> folded;

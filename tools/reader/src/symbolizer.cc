@@ -34,6 +34,11 @@ const SymbolTable* Symbolizer::TableFor(const MappedObject& object) {
   return table;
 }
 
+void Symbolizer::Declare(const MappedObject& object) {
+  if (object.build_id.empty() || object.kernel || object.owner != AddressOwner::kHost) return;
+  store_.Get(object.build_id, object.path);
+}
+
 bool Symbolizer::HasSymbols(const MappedObject& object) { return TableFor(object) != nullptr; }
 
 const Symbolizer::Symbol& Symbolizer::Lookup(const MappedObject& object, uint64_t offset) {

@@ -36,6 +36,12 @@ class Symbolizer {
     const std::string* name;
     SymbolStatus status;
   };
+  // Gives the object's path as a place to look for its build-id's file.
+  // Declare every object before the first Lookup(): a DSO's symbols are
+  // loaded once, from the paths declared by then, and a build-id mapped
+  // under several paths (a container's and the host's) must get the same
+  // answer whichever of its locations is looked up first.
+  void Declare(const MappedObject& object);
   const Symbol& Lookup(const MappedObject& object, uint64_t offset);
   const std::string& Symbolize(const MappedObject& object, uint64_t offset) {
     return *Lookup(object, offset).name;

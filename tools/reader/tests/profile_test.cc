@@ -191,6 +191,50 @@ TEST_F(ReplacedDsoTest, WithoutCopiesOldVersionsAreRefusedNotMisattributed) {
   EXPECT_NE(RowFor(m, "procA")->symbol.find("111111111111"), std::string::npos);
 }
 
+TEST(ProfileTest, ABuildIdUnderTwoPathsGetsOneAnswerWhateverTheOrder) {
+  // One libc build-id mapped by a container (under a path the host does
+  // not have) and by the host.  Whichever location is symbolized first,
+  // both get the host file's symbols: every path is a candidate.
+  TempDir dir;
+  const std::string host = dir.File("libc.so.6");
+  const std::string container = dir.File("container-root/usr/lib/libc.so.6");  // no such file
+  ASSERT_TRUE(testing::BuildSharedLibrary(host, "lib_fn other_fn", kIdV1));
+  const uint64_t fn = testing::FunctionFileOffset(host, "lib_fn");
+  SymbolSearch search;
+  search.debug_dir = "";
+  std::vector<std::string> reports;
+  for (int variant = 0; variant < 32; ++variant) {
+    // The order of the records and the locations' offsets (hence where
+    // the location table keeps them) change with the variant.
+    Profile p({});
+    p.SetFormat(kFormat);
+    uint64_t t = 1;
+    const uint64_t off = fn + static_cast<uint64_t>(variant % 8);
+    auto run = [&](uint32_t pid, const char* comm, const std::string& path) {
+      p.Process(Comm(pid, comm, t++));
+      p.Process(Mmap(pid, path, kIdV1, t++));
+      p.Process(Sample(pid, kBase + off, t++));
+    };
+    if (variant % 2 == 0) {
+      run(10, "in_container", container);
+      run(20, "on_host", host);
+    } else {
+      run(20, "on_host", host);
+      run(10, "in_container", container);
+    }
+    ReportModel m = ReportWith(p, search);
+    std::string rows;
+    for (const ReportRow& r : m.rows) {
+      rows += r.comm + " " + r.path + " " + r.symbol + " " + SymbolStatusName(r.symbol_status) +
+              "\n";
+    }
+    reports.push_back(rows);
+  }
+  const std::string want = "in_container " + container + " lib_fn found\n" + "on_host " + host +
+                           " lib_fn found\n";
+  for (size_t i = 0; i < reports.size(); ++i) EXPECT_EQ(reports[i], want) << "variant " << i;
+}
+
 TEST(ProfileTest, ForkCopiesMappingsAndExecResetsThem) {
   Profile p({});
   p.SetFormat(kFormat);

@@ -187,6 +187,24 @@ TEST_F(SymbolizerTest, NoBuildIdMeansNoSymbols) {
   EXPECT_EQ(sym.Symbolize(o, 0x1234), "[unknown]+0x1234");
 }
 
+TEST_F(SymbolizerTest, TheFileChosenDoesNotDependOnTheOrderPathsWereSeen) {
+  // Two copies of v1 at two recorded paths: the same one is used whichever
+  // path was recorded first.
+  std::filesystem::copy_file(v1_, lib_);
+  const std::string other = dir_.File("copy/libdemo.so");
+  std::filesystem::create_directories(dir_.File("copy"));
+  std::filesystem::copy_file(v1_, other);
+  std::string chosen[2];
+  for (int order = 0; order < 2; ++order) {
+    DsoStore store(PathsOnly());
+    Dso& dso = store.Get(Id(kIdV1), order == 0 ? lib_ : other);
+    store.Get(Id(kIdV1), order == 0 ? other : lib_);
+    ASSERT_NE(store.Symbols(dso), nullptr);
+    chosen[order] = dso.symbol_file;
+  }
+  EXPECT_EQ(chosen[0], chosen[1]);
+}
+
 TEST_F(SymbolizerTest, LoadsEachDsoOnce) {
   std::filesystem::copy_file(v1_, lib_);
   DsoStore store(PathsOnly());
