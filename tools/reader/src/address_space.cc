@@ -10,7 +10,7 @@ const char* BuildIdSourceName(BuildIdSource source) {
     case BuildIdSource::kMmap3: return "mmap3";
     case BuildIdSource::kMmap2: return "mmap2";
     case BuildIdSource::kMapFiles: return "map_files";
-    case BuildIdSource::kPerfHeader: return "perf_header";
+    case BuildIdSource::kPerfHeader: return "perf_header_unverified";
     case BuildIdSource::kKernelNotes: return "kernel_notes";
     case BuildIdSource::kVdso: return "vdso";
   }

@@ -26,7 +26,9 @@ enum class BuildIdSource : uint8_t {
   kMmap3,        // PERF_RECORD_MMAP3 from the kernel
   kMmap2,        // PERF_RECORD_MMAP2 with the build-id bit from the kernel
   kMapFiles,     // read by us from /proc/PID/map_files/<range> (the mapped inode)
-  kPerfHeader,   // perf.data HEADER_BUILD_ID table, matched by path (perf's files)
+  kPerfHeader,   // perf.data HEADER_BUILD_ID table, matched by path (perf's
+                 // files): "perf_header_unverified", since perf read it by
+                 // path when recording ended, not when the file was mapped
   kKernelNotes,  // the kernel image: /sys/kernel/notes
   kVdso,         // read by us from the process's [vdso] mapping (/proc/PID/mem)
 };

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -78,6 +79,58 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
   }
   return meta;
 }
+
+// What perf's own files say about the files mapped at each path, for
+// deciding whether perf's build-id table may be used for it.
+//
+// perf fills HEADER_BUILD_ID when recording ends, by reading the file at
+// each path: one id per path, that of whatever the path held then.  A path
+// whose MMAP2 records show more than one file (another inode, or the same
+// inode number with another generation: deleted and reused) was replaced
+// during the capture, and the table's one id cannot be right for all of its
+// mappings: such a path gets no id from the table.  One file is no proof
+// either: a file rewritten in place keeps its inode, so MMAP2 cannot tell
+// its versions apart, and the table's id is always reported as unverified.
+class PathFiles {
+ public:
+  void Add(const MmapRecord& m) {
+    if (m.pid == kKernelPid || !m.build_id.empty()) return;  // carries its own id
+    auto [it, inserted] = paths_.try_emplace(std::string(m.filename));
+    Files& f = it->second;
+    if (!m.has_inode) {  // PERF_RECORD_MMAP: which file is not said
+      f.several = true;
+      return;
+    }
+    // perf synthesizes the mappings of running processes from
+    // /proc/PID/maps, which has no generation: 0 there means "not said",
+    // not a different file.
+    if (inserted) {
+      f = Files{m.maj, m.min, m.ino, m.ino_generation, false};
+      return;
+    }
+    if (f.maj != m.maj || f.min != m.min || f.ino != m.ino) f.several = true;
+    if (m.ino_generation != 0) {
+      if (f.generation == 0) {
+        f.generation = m.ino_generation;
+      } else if (f.generation != m.ino_generation) {
+        f.several = true;
+      }
+    }
+  }
+  // True if every mapping of `path` was of one file (as far as MMAP2 says).
+  bool OneFile(std::string_view path) const {
+    auto it = paths_.find(path);
+    return it != paths_.end() && !it->second.several;
+  }
+
+ private:
+  struct Files {
+    uint32_t maj = 0, min = 0;
+    uint64_t ino = 0, generation = 0;
+    bool several = false;
+  };
+  std::map<std::string, Files, std::less<>> paths_;
+};
 
 SymbolSearch SearchFor(const std::string& cache_dir) {
   SymbolSearch search;
@@ -211,9 +264,10 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   }
 
   // perf's build-id table is keyed by path: a path that was replaced during
-  // the capture appears with several ids, and any one of them may be wrong
-  // for a given mapping.  Use it only for files perf wrote (ours carry the
-  // id in every mapping that has one), and only for paths with one id.
+  // the capture may appear with several ids, and any one of them may be
+  // wrong for a given mapping.  Use it only for files perf wrote (ours carry
+  // the id in every mapping that has one), only for paths with one id, and
+  // only for paths whose mappings were all of one file (see PathFiles).
   const bool ours = !r.meta_json().empty();
   std::map<std::string, BuildId, std::less<>> by_path;
   std::set<std::string> ambiguous;
@@ -229,6 +283,18 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   }
   for (const std::string& path : ambiguous) by_path.erase(path);
   if (ours) by_path.clear();
+  if (!by_path.empty()) {
+    PathFiles files;
+    r.ForEachRecord([&](Bytes rec) {
+      perf_event_header h;
+      if (!ReadHeader(rec, &h) || (h.type != PERF_RECORD_MMAP && h.type != PERF_RECORD_MMAP2))
+        return;
+      Record d;
+      if (DecodeRecord(rec, format_of(rec), &d) == DecodeStatus::kOk)
+        files.Add(std::get<MmapRecord>(d));
+    });
+    std::erase_if(by_path, [&](const auto& entry) { return !files.OneFile(entry.first); });
+  }
 
   ProfileOptions po;
   po.callchains = options.callchains;

@@ -7,11 +7,13 @@
 
 namespace mmap3 {
 
-std::string DsoLabel(const std::string& path, const BuildId& id) {
+std::string DsoLabel(const std::string& path, const BuildId& id, BuildIdSource source) {
   auto slash = path.rfind('/');
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   if (base.empty()) base = "[unknown]";
   if (id.empty()) return base + " (no build-id)";
+  if (source == BuildIdSource::kPerfHeader)
+    return fmt::format("{} ({}, unverified)", base, id.ShortHex());
   return fmt::format("{} ({})", base, id.ShortHex());
 }
 
@@ -27,6 +29,12 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
                            m.mappings_by_source[i]);
   }
   fmt::print(out, "# mappings by build-id source:{}\n", sources.empty() ? " (none)" : sources);
+  if (m.mappings_by_source[static_cast<int>(BuildIdSource::kPerfHeader)] != 0) {
+    fmt::print(out,
+               "# perf_header_unverified: build-ids from perf's table, which perf read by path "
+               "when recording ended: a file rewritten in place during the capture would have "
+               "another; paths mapped from more than one file get none\n");
+  }
   if (m.startup) {
     fmt::print(out,
                "# startup: mappings of {} processes read in {:.2f} s, {} records drained "
@@ -38,7 +46,7 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
   std::vector<std::string> dsos;
   dsos.reserve(m.rows.size());
   for (const ReportRow& r : m.rows) {
-    dsos.push_back(DsoLabel(r.path, r.build_id));
+    dsos.push_back(DsoLabel(r.path, r.build_id, r.source));
     comm_w = std::max(comm_w, r.comm.size());
     dso_w = std::max(dso_w, dsos.back().size());
   }

@@ -11,7 +11,9 @@
 //     "bad_records": N,
 //     "startup": {"processes": N, "seconds": F, "records_drained": N} | null
 //                (-a and -p; null for a command, perf's files, older files),
-//     "mappings_by_source": {"mmap3": N, "mmap2": N, "map_files": N, ...},
+//     "mappings_by_source": {"none": N, "mmap3": N, "mmap2": N, "map_files": N,
+//                            "perf_header_unverified": N, "kernel_notes": N,
+//                            "vdso": N},
 //     "mappings": [{"pid": N, "start": "0x..", "end": "0x..", "pgoff": "0x..",
 //                   "path": "...", "build_id": "hex" | "", "source": "..."}]
 //   },
@@ -22,6 +24,11 @@
 //                              "hypervisor",
 //             "source": "..."}]
 // }
+// Source "perf_header_unverified" (perf's own files): the id is perf's
+// HEADER_BUILD_ID entry for the path, which perf read when recording ended;
+// it is never given to a path whose MMAP2 records show more than one file,
+// and is unverified because a file rewritten in place keeps its inode.  The
+// text report labels such a DSO "name (<short id>, unverified)".
 // "symbol_status" says why a row has no symbol name: "no_symbol", a file
 // with the build-id was found but no symbol covers the offset (the symbol
 // reads "[no symbol <id>]+0x<offset>"); "no_file", no file with the build-id
@@ -103,8 +110,10 @@ void WriteTextReport(const ReportModel& model, std::ostream& out);
 void WriteJsonReport(const ReportModel& model, std::ostream& out);
 void WriteFoldedReport(const ReportModel& model, std::ostream& out);
 
-// "libc.so.6 (a1b2c3d4e5f6)": basename plus short build-id.
-std::string DsoLabel(const std::string& path, const BuildId& id);
+// "libc.so.6 (a1b2c3d4e5f6)": basename plus short build-id; an id taken
+// from perf's table by path is marked "(a1b2c3d4e5f6, unverified)".
+std::string DsoLabel(const std::string& path, const BuildId& id,
+                     BuildIdSource source = BuildIdSource::kNone);
 
 }  // namespace mmap3
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -166,6 +167,89 @@ TEST(RunReportTest, PerfHeaderTableIsUsedOnlyForUnambiguousPaths) {
   EXPECT_EQ(RowFor(*m, "one")->source, BuildIdSource::kPerfHeader);
   EXPECT_TRUE(RowFor(*m, "two")->build_id.empty());  // which of two? neither
   EXPECT_EQ(RowFor(*m, "two")->source, BuildIdSource::kNone);
+}
+
+// An MMAP2 inode record as perf's files have them: the file's identity,
+// no build-id.
+std::vector<uint8_t> MmapOf(uint32_t pid, const std::string& path, uint64_t ino,
+                            uint64_t generation, uint64_t time) {
+  MmapRecord m;
+  m.format = MmapFormat::kMmap2;
+  m.pid = m.tid = pid;
+  m.start = 0x10000000;
+  m.len = 0x100000;
+  m.has_inode = true;
+  m.maj = 8;
+  m.min = 1;
+  m.ino = ino;
+  m.ino_generation = generation;
+  m.filename = path;
+  m.sample_id = Sid(pid, time);
+  return EncodeMmap(m, kFormat);
+}
+
+TEST(RunReportTest, PerfHeaderIdsAreNotGivenToPathsMappedFromSeveralFiles) {
+  // perf record fills its build-id table by path when recording ends: a
+  // library replaced during the capture is listed once, with the id of the
+  // last version.  Its MMAP2 records tell the files apart.
+  TempDir dir;
+  const std::string file = dir.File("perf.data");
+  struct Proc {
+    uint32_t pid;
+    const char* comm;
+    const char* path;
+    uint64_t ino, generation;
+  };
+  const Proc procs[] = {
+      {1, "old", "/lib/replaced.so", 100, 5},   // v1, before a rename
+      {2, "new", "/lib/replaced.so", 101, 7},   // v2/v3, the file the table read
+      {3, "gen_a", "/lib/reused.so", 200, 5},   // an inode number freed and reused
+      {4, "gen_b", "/lib/reused.so", 200, 6},
+      {5, "synth", "/lib/shared.so", 300, 0},   // synthesized from /proc/PID/maps
+      {6, "kern", "/lib/shared.so", 300, 9},    // the same file, from the kernel
+      {7, "once", "/lib/once.so", 400, 3},
+  };
+  {
+    auto w = PerfDataWriter::Create(file, {Attr()});
+    ASSERT_TRUE(w.ok());
+    uint64_t t = 1;
+    for (const Proc& p : procs) {
+      ASSERT_TRUE(w->Write(Comm(p.pid, p.comm, t++)).ok());
+      ASSERT_TRUE(w->Write(MmapOf(p.pid, p.path, p.ino, p.generation, t++)).ok());
+      ASSERT_TRUE(w->Write(Sample(p.pid, 0x10000010, t++)).ok());
+    }
+    std::vector<BuildIdEntry> table;
+    for (const char* path : {"/lib/replaced.so", "/lib/reused.so", "/lib/shared.so", "/lib/once.so"})
+      table.push_back({-1, PERF_RECORD_MISC_USER, Id(kIdV2), path});
+    ASSERT_TRUE(w->Finish(table, "").ok());  // no meta: a perf-written file
+  }
+  ReportOptions o;
+  o.input = file;
+  auto m = RunReport(o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  for (const char* comm : {"old", "new", "gen_a", "gen_b"}) {
+    const ReportRow* r = RowFor(*m, comm);
+    ASSERT_NE(r, nullptr) << comm;
+    EXPECT_TRUE(r->build_id.empty()) << comm << " got " << r->build_id.Hex();
+    EXPECT_EQ(r->source, BuildIdSource::kNone) << comm;
+  }
+  for (const char* comm : {"synth", "kern", "once"}) {
+    const ReportRow* r = RowFor(*m, comm);
+    ASSERT_NE(r, nullptr) << comm;
+    EXPECT_EQ(r->build_id, Id(kIdV2)) << comm;
+    EXPECT_EQ(r->source, BuildIdSource::kPerfHeader) << comm;
+  }
+  EXPECT_STREQ(BuildIdSourceName(BuildIdSource::kPerfHeader), "perf_header_unverified");
+  // The text says so next to the id, and why in the header.
+  std::ostringstream text;
+  WriteTextReport(*m, text);
+  EXPECT_NE(text.str().find("once.so (" + Id(kIdV2).ShortHex() + ", unverified)"),
+            std::string::npos)
+      << text.str();
+  EXPECT_NE(text.str().find("perf_header_unverified=3"), std::string::npos) << text.str();
+  std::ostringstream json;
+  WriteJsonReport(*m, json);
+  EXPECT_NE(json.str().find("\"source\": \"perf_header_unverified\""), std::string::npos);
 }
 
 bool CanProfile() {

@@ -289,6 +289,36 @@ wait_mapped() {
 	fail "process $1 did not map libe2e.so within 300 s"
 }
 
+t_perf_system_wide_file_of_a_replaced_library() {
+	# The replace scenario under plain `perf record -a`: perf fills its
+	# build-id table by path when recording ends, so the table lists the
+	# library once, with v3's id.  A's and B's mappings were of other files
+	# (MMAP2 says so: other inode, or same inode rewritten): they must not
+	# be put on v3's id or symbol; they may be unknown.
+	command -v perf >/dev/null || skip "perf not installed"
+	cp "$W/v1.so" "$W/lib/libe2e.so"
+	perf record -q -a -o "$W/perf-a.data" -- "$HERE/e2e/scenario.sh" "$W" 400 \
+		>"$W/perf-a.scenario" 2>"$W/perf-a.err" || { cat "$W/perf-a.err"; fail "perf record -a failed"; }
+	cp "$W/v1.so" "$W/lib/libe2e.so"  # what the tests after this one run
+	# The premise: perf's table gives the path v3's id.
+	perf buildid-list -i "$W/perf-a.data" | grep -q "^$ID3 .*/lib/libe2e.so" ||
+		fail "perf's build-id table does not list v3 for the library"
+	"$READER_BIN" report -i "$W/perf-a.data" --format json >"$W/perf-a.json"
+	"$READER_BIN" report -i "$W/perf-a.data" >"$W/perf-a.txt"
+	head -n 4 "$W/perf-a.txt"
+	grep -E 'prog_[abc] ' "$W/perf-a.txt" | head -n 8
+	local c
+	for c in prog_a prog_b; do
+		json_check "$W/perf-a.json" "sum(r['samples'] for r in rows if r['comm'] == '$c' and r['path'].endswith('/libe2e.so')) > 0"
+		json_check "$W/perf-a.json" "not any(r['build_id'] == '$ID3' or r['symbol'] == 'e2e_v3_hot' for r in rows if r['comm'] == '$c')"
+	done
+	# No library mapping took an id from the table; the programs (one file
+	# each) did, marked unverified in the JSON and the text.
+	json_check "$W/perf-a.json" "all(m['build_id'] == '' for m in d['capture']['mappings'] if m['path'].endswith('/libe2e.so'))"
+	json_check "$W/perf-a.json" "len(find('e2e_main_hot', 'prog_a')) == 1 and find('e2e_main_hot', 'prog_a')[0]['source'] == 'perf_header_unverified'"
+	grep -Eq 'prog_a \([0-9a-f]{12}, unverified\)' "$W/perf-a.txt" || fail "the text does not mark the table's id unverified"
+}
+
 t_attach_to_running_pid() {
 	# The program runs hot until told to go, then for 300 ms of CPU time,
 	# and the capture ends with it (see pid_capture_ends_when_its_process_exits).
@@ -517,7 +547,8 @@ fi
 
 tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its_symbols
        t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
-       t_perf_reads_our_file t_we_read_perf_files t_attach_to_running_pid
+       t_perf_reads_our_file t_we_read_perf_files t_perf_system_wide_file_of_a_replaced_library
+       t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
        t_pid_whose_main_thread_exited t_vdso_is_symbolized t_startup_with_many_processes_drains_meanwhile
        t_ctrl_c_drains_and_writes t_control_stop_ends_the_capture t_command_exit_status_is_passed_on t_errors_are_clear t_permission_error_names_paranoid)
