@@ -46,6 +46,7 @@ class RecordSink : public CaptureSink {
     sorter_.Flush([this](Bytes r) { profile_.Process(r); });
   }
   const Status& status() const { return status_; }
+  uint64_t late_records() const { return sorter_.late(); }
 
  private:
   Profile& profile_;
@@ -203,6 +204,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   result.report = profile.BuildReport(symbolizer, CaptureModeName(c.mode()));
   result.report.event_lost = static_cast<int64_t>(c.stats().event_lost);
   result.report.bad_records += c.stats().bad_size;  // framing errors in the ring buffers
+  result.report.late_records = sink.late_records();
   result.report.startup = c.stats().startup;
   return result;
 }
@@ -326,6 +328,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   Symbolizer symbolizer(store);
   ReportModel model = profile.BuildReport(symbolizer, mode);
   model.bad_records += framing_errors + ring_bad;
+  model.late_records = sorter.late();
   model.event_lost = event_lost;
   model.startup = startup;
   return model;

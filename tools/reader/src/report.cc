@@ -18,10 +18,18 @@ std::string DsoLabel(const std::string& path, const BuildId& id, BuildIdSource s
 }
 
 void WriteTextReport(const ReportModel& m, std::ostream& out) {
-  fmt::print(out, "# mode: {}   samples: {}   lost records: {}   lost samples: {}{}   bad records: {}\n",
+  fmt::print(out,
+             "# mode: {}   samples: {}   lost records: {}   lost samples: {}{}   bad records: {}   "
+             "late records: {}\n",
              m.mode, m.samples, m.lost_records, m.lost_samples,
              m.event_lost < 0 ? "" : fmt::format("   lost (per event): {}", m.event_lost),
-             m.bad_records);
+             m.bad_records, m.late_records);
+  if (m.late_records != 0) {
+    fmt::print(out,
+               "# late records: {} arrived after newer records had been attributed and were "
+               "applied out of time order\n",
+               m.late_records);
+  }
   std::string sources;
   for (int i = 0; i < kBuildIdSourceCount; ++i) {
     if (m.mappings_by_source[i] == 0) continue;
@@ -95,6 +103,7 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"lost_samples", m.lost_samples},
                 {"event_lost", m.event_lost < 0 ? json(nullptr) : json(m.event_lost)},
                 {"bad_records", m.bad_records},
+                {"late_records", m.late_records},
                 {"startup", m.startup ? json{{"processes", m.startup->processes},
                                              {"seconds", m.startup->seconds},
                                              {"records_drained", m.startup->records_drained}}

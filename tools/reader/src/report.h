@@ -9,6 +9,8 @@
 //     "samples": N, "period": N, "lost_records": N, "lost_samples": N,
 //     "event_lost": N | null,
 //     "bad_records": N,
+//     "late_records": N   (records older than one already attributed:
+//                          applied out of time order),
 //     "startup": {"processes": N, "seconds": F, "records_drained": N} | null
 //                (-a and -p; null for a command, perf's files, older files),
 //     "mappings_by_source": {"none": N, "mmap3": N, "mmap2": N, "map_files": N,
@@ -99,6 +101,10 @@ struct ReportModel {
   // (-1 when unknown: older kernels, or perf's own files).
   int64_t event_lost = -1;
   uint64_t bad_records = 0;
+  // Records older than one already attributed: time order across buffers
+  // was broken for them (see RecordSorter::late()), so they were applied
+  // out of order (a late mapping misses the samples before it).
+  uint64_t late_records = 0;
   std::optional<StartupStats> startup;  // unknown for perf's files
   std::array<uint64_t, kBuildIdSourceCount> mappings_by_source{};
   std::vector<ReportRow> rows;

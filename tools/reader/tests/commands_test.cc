@@ -116,6 +116,37 @@ TEST(RunReportTest, ReplaysAFileInTimestampOrderAcrossRounds) {
   EXPECT_EQ(m->event_lost, 0);
 }
 
+TEST(RunReportTest, LateRecordsAreReported) {
+  // A record older than what was already attributed: the file's rounds
+  // broke time order for it.
+  TempDir dir;
+  const std::string file = dir.File("perf.data");
+  {
+    auto w = PerfDataWriter::Create(file, {Attr()});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Write(Comm(5, "app", 10)).ok());
+    ASSERT_TRUE(w->Write(Sample(5, 0x10, 20)).ok());
+    ASSERT_TRUE(w->Write(EncodeFinishedRound()).ok());  // releases nothing
+    ASSERT_TRUE(w->Write(Sample(5, 0x10, 30)).ok());
+    ASSERT_TRUE(w->Write(EncodeFinishedRound()).ok());  // releases t <= 20
+    ASSERT_TRUE(w->Write(Sample(5, 0x10, 15)).ok());    // late
+    ASSERT_TRUE(w->Write(EncodeFinishedRound()).ok());
+    ASSERT_TRUE(w->Finish({}, R"({"mode":"mmap2-build-id"})").ok());
+  }
+  ReportOptions o;
+  o.input = file;
+  auto m = RunReport(o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->samples, 3u);
+  EXPECT_EQ(m->late_records, 1u);
+  std::ostringstream text;
+  WriteTextReport(*m, text);
+  EXPECT_NE(text.str().find("late records: 1\n"), std::string::npos) << text.str();
+  std::ostringstream json;
+  WriteJsonReport(*m, json);
+  EXPECT_NE(json.str().find("\"late_records\": 1"), std::string::npos) << json.str();
+}
+
 TEST(RunReportTest, MistypedMetadataIsIgnoredNotFatal) {
   // Our metadata section comes from a file like everything else.
   TempDir dir;
