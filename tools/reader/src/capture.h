@@ -45,6 +45,7 @@
 
 #include "address_space.h"
 #include "build_id_cache.h"
+#include "inode_build_ids.h"
 #include "perf_event_fd.h"
 #include "record.h"
 #include "report.h"
@@ -191,9 +192,8 @@ class Capture {
   std::string control_line_;  // a command not yet ended by a newline
   SourceOverrides overrides_;
   CaptureStats stats_;
-  // (maj, min, ino, ctime ns) -> build-id, so a library mapped by many
-  // processes is parsed once per version.
-  std::map<std::tuple<uint64_t, uint64_t, int64_t>, BuildId> id_by_inode_;
+  // So that a library mapped by many processes is parsed once per version.
+  InodeBuildIds id_by_inode_;
   // Target of the signalfd read kept in flight on the ring; it lives as long
   // as the Capture so a read completing during ring teardown stays harmless.
   std::unique_ptr<signalfd_siginfo> siginfo_ = std::make_unique<signalfd_siginfo>();
