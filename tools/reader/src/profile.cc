@@ -18,7 +18,8 @@ Profile::Space Profile::SampleSpace(uint16_t misc) {
     case PERF_RECORD_MISC_GUEST_KERNEL: return Space::kGuestKernel;
     case PERF_RECORD_MISC_GUEST_USER: return Space::kGuestUser;
     case PERF_RECORD_MISC_HYPERVISOR: return Space::kHypervisor;
-    default: return Space::kUser;  // USER, and CPUMODE_UNKNOWN as perf treats it
+    case PERF_RECORD_MISC_USER: return Space::kUser;
+    default: return Space::kUnknown;  // CPUMODE_UNKNOWN: whose ip is not said
   }
 }
 

@@ -80,7 +80,7 @@ class Profile {
     kGuestUser,
     kGuest,  // PERF_CONTEXT_GUEST: a guest's, kernel or user not said
     kHypervisor,
-    kUnknown,  // a marker this reader does not know
+    kUnknown,  // cpumode UNKNOWN, or a marker this reader does not know
   };
   static Space SampleSpace(uint16_t misc);
   static Space ContextSpace(uint64_t marker);

@@ -451,6 +451,7 @@ TEST(ProfileTest, GuestAndHypervisorSamplesAreNeverPutOnHostObjects) {
   p.Process(SampleIn(PERF_RECORD_MISC_GUEST_USER, 7, kBase + 0x20, 4));
   p.Process(SampleIn(PERF_RECORD_MISC_GUEST_KERNEL, 7, 0xffffffff81000123, 5));
   p.Process(SampleIn(PERF_RECORD_MISC_HYPERVISOR, 7, kBase + 0x30, 6));
+  p.Process(SampleIn(PERF_RECORD_MISC_CPUMODE_UNKNOWN, 7, kBase + 0x30, 6));  // whose: not said
   const uint64_t guest_kernel = static_cast<uint64_t>(PERF_CONTEXT_GUEST_KERNEL);
   const uint64_t guest_user = static_cast<uint64_t>(PERF_CONTEXT_GUEST_USER);
   p.Process(SampleIn(PERF_RECORD_MISC_GUEST_KERNEL, 7, 0xffffffff81000123, 7,
@@ -459,7 +460,7 @@ TEST(ProfileTest, GuestAndHypervisorSamplesAreNeverPutOnHostObjects) {
   s.debug_dir = "";
   s.kernel_notes = "/nonexistent";
   ReportModel m = ReportWith(p, s);
-  EXPECT_EQ(p.unattributed(), 0u);
+  EXPECT_EQ(p.unattributed(), 1u);  // the unknown cpumode
   std::map<std::string, const ReportRow*> by_path;
   for (const ReportRow& r : m.rows) {
     EXPECT_NE(r.path, "/x/lib.so") << r.symbol;
@@ -467,7 +468,9 @@ TEST(ProfileTest, GuestAndHypervisorSamplesAreNeverPutOnHostObjects) {
     EXPECT_TRUE(r.build_id.empty()) << r.path;
     by_path[r.path] = &r;
   }
-  ASSERT_EQ(by_path.size(), 3u);
+  ASSERT_EQ(by_path.size(), 4u);
+  ASSERT_TRUE(by_path.count("[unknown]"));
+  EXPECT_EQ(by_path["[unknown]"]->symbol_status, SymbolStatus::kNoMapping);
   ASSERT_TRUE(by_path.count("[guest.user]"));
   EXPECT_EQ(by_path["[guest.user]"]->samples, 2u);  // one row, whatever the ips
   EXPECT_EQ(by_path["[guest.user]"]->symbol, "[guest.user]");
