@@ -324,7 +324,9 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   });
   sorter.Flush(process);
 
-  DsoStore store(SearchFor(options.cache_dir));
+  SymbolSearch search = SearchFor(options.cache_dir);
+  search.kernel_notes = options.kernel_notes;
+  DsoStore store(search);
   Symbolizer symbolizer(store);
   ReportModel model = profile.BuildReport(symbolizer, mode);
   model.bad_records += framing_errors + ring_bad;

@@ -38,6 +38,10 @@ struct ReportOptions {
   std::string input = "perf.data";
   std::string cache_dir;  // where to look for cached copies ("" to skip)
   bool callchains = false;
+  // The running kernel's build-id notes: kernel samples of a capture with
+  // that id are symbolized from /proc/kallsyms ("" never: a report that must
+  // not depend on this host, as the fuzzers').
+  std::string kernel_notes = "/sys/kernel/notes";
 };
 
 Result<ReportModel> RunReport(const ReportOptions& options);
