@@ -8,6 +8,13 @@
 #   make reader-e2e-vm    the same end-to-end tests in the patched guest
 #                         (MMAP3 mode required), then in the stock 6.1.192
 #                         guest (MMAP2 + build-id mode), for contrast
+#   make fuzz             libFuzzer harnesses (clang, ASan+UBSan, in
+#                         build/reader-fuzz) of the perf.data reader, the
+#                         record decoder and ring framing, and the ELF reader,
+#                         each run FUZZ_SECONDS (default 120) from a seed
+#                         corpus of real captures; fails on a crash and keeps
+#                         its input in tools/reader/fuzz/regressions/, which
+#                         make reader-test replays.  Not part of make test.
 #   make reader-bench     replay throughput of synthetic records (a quick
 #                         measurement, not a test)
 #   make bench-reader     the benchmark table of tools/reader/README.md:
@@ -24,10 +31,13 @@ READER_BIN        := $(READER_BUILD)/mmap3-reader
 export READER_BIN
 READER_TESTS      := $(READER_BUILD)/mmap3_reader_tests
 READER_ASAN_TESTS := $(READER_ASAN_BUILD)/mmap3_reader_tests
+READER_FUZZ_BUILD := $(BUILD)/reader-fuzz
+FUZZ_SECONDS      ?= 120
+export FUZZ_SECONDS
 # The machine has two cores shared with other work.
 READER_JOBS       ?= 2
 
-.PHONY: reader reader-asan reader-test reader-e2e-host reader-e2e-vm reader-bench bench-reader reader-clean
+.PHONY: fuzz reader-fuzz reader reader-asan reader-test reader-e2e-host reader-e2e-vm reader-bench bench-reader reader-clean
 
 $(READER_BUILD)/CMakeCache.txt: $(READER_SRC)/CMakeLists.txt
 	cmake -S $(READER_SRC) -B $(READER_BUILD) -DCMAKE_BUILD_TYPE=Release \
@@ -52,6 +62,24 @@ reader-test: reader reader-asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 		$(READER_ASAN_TESTS) || rc=1; \
 	exit $$rc
+
+# The fuzzers are built by clang (libFuzzer) with everything instrumented;
+# -O1 -g for readable sanitizer reports.
+$(READER_FUZZ_BUILD)/CMakeCache.txt: $(READER_SRC)/CMakeLists.txt
+	CC=clang CXX=clang++ cmake -S $(READER_SRC) -B $(READER_FUZZ_BUILD) \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+		-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DMMAP3_READER_FUZZ=ON -DMMAP3_READER_TESTS=OFF
+
+reader-fuzz: $(READER_FUZZ_BUILD)/CMakeCache.txt
+	cmake --build $(READER_FUZZ_BUILD) -j$(READER_JOBS) --target mmap3_fuzz_perf_data \
+		mmap3_fuzz_records mmap3_fuzz_elf mmap3_fuzz_seeds
+
+# The seed corpus is rebuilt each time (the captures take a second); the
+# corpus the fuzzers grew is kept in build/reader-fuzz/corpus.
+fuzz: reader reader-fuzz
+	$(READER_SRC)/fuzz/make_corpus.sh $(READER_FUZZ_BUILD)/seeds $(READER_BIN) \
+		$(READER_FUZZ_BUILD)/mmap3_fuzz_seeds
+	$(READER_SRC)/fuzz/run_fuzz.sh $(READER_FUZZ_BUILD) $(READER_SRC)/fuzz/regressions
 
 reader-e2e-host: reader
 	READER_BIN=$(READER_BIN) WORK_DIR=$(BUILD)/reader-e2e \
@@ -83,4 +111,4 @@ bench-reader: deps
 		VM_RUN=$(VM_RUN) $(READER_SRC)/tests/bench_reader.sh
 
 reader-clean:
-	rm -rf $(READER_BUILD) $(READER_ASAN_BUILD) $(BUILD)/reader-e2e $(BUILD)/reader-bench
+	rm -rf $(READER_BUILD) $(READER_ASAN_BUILD) $(READER_FUZZ_BUILD) $(BUILD)/reader-e2e $(BUILD)/reader-bench
