@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -281,6 +283,59 @@ TEST(RunReportTest, PerfHeaderIdsAreNotGivenToPathsMappedFromSeveralFiles) {
   std::ostringstream json;
   WriteJsonReport(*m, json);
   EXPECT_NE(json.str().find("\"source\": \"perf_header_unverified\""), std::string::npos);
+}
+
+// kernel_notes names the running kernel's build-id: kernel samples of a
+// capture with that id get /proc/kallsyms's names, and "" turns that off (a
+// report that must not depend on the host, as the fuzzers').
+TEST(RunReportTest, KernelNotesDecideWhetherKallsymsIsUsed) {
+  uint64_t addr = 0;
+  {
+    std::ifstream kallsyms("/proc/kallsyms");
+    std::string line;
+    while (addr == 0 && std::getline(kallsyms, line)) {
+      std::istringstream in(line);
+      std::string hex, type;
+      if (in >> hex >> type && (type == "T" || type == "t")) addr = std::stoull(hex, nullptr, 16);
+    }
+  }
+  if (addr == 0) GTEST_SKIP() << "/proc/kallsyms shows no addresses here (kptr_restrict)";
+  TempDir dir;
+  std::string notes;  // as /sys/kernel/notes: one GNU build-id note
+  auto put32 = [&](uint32_t v) { notes.append(reinterpret_cast<const char*>(&v), 4); };
+  put32(4);
+  put32(20);
+  put32(3);
+  notes.append("GNU\0", 4);
+  const BuildId kid = Id(kIdV2);
+  notes.append(reinterpret_cast<const char*>(kid.data()), kid.size());
+  testing::WriteFile(dir.File("notes"), notes);
+  const std::string file = dir.File("perf.data");
+  {
+    auto w = PerfDataWriter::Create(file, {Attr()});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Write(Comm(1, "k", 1)).ok());
+    SampleRecord s;
+    s.misc = PERF_RECORD_MISC_KERNEL;
+    s.pid = s.tid = 1;
+    s.ip = addr;
+    s.time = 2;
+    ASSERT_TRUE(w->Write(EncodeSample(s, {}, kFormat)).ok());
+    BuildIdEntry kernel{-1, PERF_RECORD_MISC_KERNEL, kid, "[kernel.kallsyms]"};
+    ASSERT_TRUE(w->Finish({kernel}, "").ok());
+  }
+  ReportOptions o;
+  o.input = file;
+  o.kernel_notes = dir.File("notes");
+  auto m = RunReport(o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->rows.size(), 1u);
+  EXPECT_EQ(m->rows[0].symbol.rfind("[unknown", 0), std::string::npos) << m->rows[0].symbol;
+  o.kernel_notes = "";
+  m = RunReport(o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->rows.size(), 1u);
+  EXPECT_EQ(m->rows[0].symbol.rfind("[unknown", 0), 0u) << m->rows[0].symbol;
 }
 
 bool CanProfile() {
