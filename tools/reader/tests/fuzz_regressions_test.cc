@@ -9,13 +9,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "fixtures.h"
 #include "fuzz_targets.h"
 
 namespace mmap3 {
@@ -53,11 +56,15 @@ std::vector<Input> Regressions() {
 }
 
 // Runs `harness` on `bytes` in a child; "" if it returned, else how it died.
+// The child's scratch files go to a directory of ours (it leaves by _exit,
+// which runs no destructors).
 std::string RunInChild(Harness harness, const std::string& bytes) {
+  testing::TempDir tmp;
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid < 0) return "fork failed";
   if (pid == 0) {
+    setenv("TMPDIR", tmp.path().c_str(), 1);
     harness(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     _exit(0);
   }
