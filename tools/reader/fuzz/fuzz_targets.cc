@@ -291,7 +291,7 @@ void FuzzElf(const uint8_t* data, size_t size) {
     if (fd_id.ok()) FUZZ_CHECK(fd_id->size() <= BuildId::kMaxSize);
     const int own = dup(fd);
     if (own < 0) Broken("dup");
-    auto elf = ElfFile::FromFd(own, "input");
+    auto elf = ElfFile::FromFd(UniqueFd(own), "input");
     if (!elf.ok()) return;
     // The same libelf calls on the same bytes find the same id.
     FUZZ_CHECK(fd_id.ok(), fd_id.status().ToString());

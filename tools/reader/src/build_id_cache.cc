@@ -184,13 +184,11 @@ void BuildIdCache::Start() {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-void BuildIdCache::Add(const BuildId& id, const std::string& path, int fd, Priority priority) {
+void BuildIdCache::Add(const BuildId& id, const std::string& path, UniqueFd fd,
+                       Priority priority) {
   std::lock_guard lock(mu_);
-  if (stopping_ || !seen_.insert(id).second) {
-    close(fd);
-    return;
-  }
-  (priority == Priority::kLive ? live_ : background_).push_back({id, path, fd});
+  if (stopping_ || !seen_.insert(id).second) return;  // fd is closed here
+  (priority == Priority::kLive ? live_ : background_).push_back({id, path, std::move(fd)});
   cv_.notify_all();  // two workers wait on one condition
 }
 
@@ -210,8 +208,8 @@ void BuildIdCache::Run(std::deque<Job>* queue) {
       queue->pop_front();
     }
     Stats delta;
-    (void)Insert(dir_, job.id, job.path, job.fd, &delta);  // failures are counted
-    close(job.fd);
+    (void)Insert(dir_, job.id, job.path, job.fd.get(), &delta);  // failures are counted
+    job.fd.Reset();
     std::lock_guard lock(mu_);
     stats_.copied += delta.copied;
     stats_.present += delta.present;
@@ -230,10 +228,8 @@ void BuildIdCache::Stop() {
   if (live_worker_.joinable()) live_worker_.join();
   if (background_worker_.joinable()) background_worker_.join();
   std::lock_guard lock(mu_);
-  for (std::deque<Job>* queue : {&live_, &background_}) {
-    for (Job& j : *queue) close(j.fd);  // never started
-    queue->clear();
-  }
+  live_.clear();  // never started: their descriptors close here
+  background_.clear();
 }
 
 BuildIdCache::Stats BuildIdCache::stats() const {

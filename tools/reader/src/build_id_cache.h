@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "build_id.h"
+#include "files.h"
 #include "result.h"
 
 namespace mmap3 {
@@ -56,8 +57,8 @@ class BuildIdCache {
   void set_on_done(std::function<void(const BuildId&)> on_done) { on_done_ = std::move(on_done); }
 
   void Start();
-  // Takes ownership of `fd`; closes it if the id is already queued.
-  void Add(const BuildId& id, const std::string& path, int fd,
+  // `fd` is closed once copied, or at once if the id is already queued.
+  void Add(const BuildId& id, const std::string& path, UniqueFd fd,
            Priority priority = Priority::kLive);
   void Stop();
   Stats stats() const;
@@ -67,7 +68,8 @@ class BuildIdCache {
   // Layout helpers (exposed for tests and the symbol search).
   static std::string ElfPath(const std::string& dir, const std::string& path, const BuildId& id);
   static std::string LinkPath(const std::string& dir, const BuildId& id);
-  // Synchronous copy of one file into the cache (what the worker runs).
+  // Synchronous copy of one file into the cache (what the worker runs);
+  // `fd` is borrowed.
   static Status Insert(const std::string& dir, const BuildId& id, const std::string& path, int fd,
                        Stats* stats);
 
@@ -75,7 +77,7 @@ class BuildIdCache {
   struct Job {
     BuildId id;
     std::string path;
-    int fd;
+    UniqueFd fd;
   };
   void Run(std::deque<Job>* queue);
 

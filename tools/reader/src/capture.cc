@@ -464,7 +464,7 @@ namespace {
 // Opens the file mapped at `start`.  map_files names VMAs by their exact
 // current range; if the VMA was split (mprotect of RELRO, say) or merged
 // since the record, look up the one that now covers `start`.
-Result<int> OpenMapping(uint32_t pid, uint64_t start, uint64_t end) {
+Result<UniqueFd> OpenMapping(uint32_t pid, uint64_t start, uint64_t end) {
   auto fd = OpenMappedFile(static_cast<pid_t>(pid), start, end);
   if (fd.ok() || fd.status().error_number() != ENOENT) return fd;
   if (auto maps = ReadProcMaps(static_cast<pid_t>(pid)); maps.ok()) {
@@ -483,25 +483,24 @@ Result<int> OpenMapping(uint32_t pid, uint64_t start, uint64_t end) {
 // is still listed under /proc/PID/task after the open, so a thread id
 // reused by another process never gives that process's file.
 template <typename Open>
-Result<int> OpenInProcess(uint32_t pid, Open open) {
-  Result<int> fd = open(pid);
+Result<UniqueFd> OpenInProcess(uint32_t pid, Open open) {
+  Result<UniqueFd> fd = open(pid);
   const auto p = static_cast<pid_t>(pid);
   if (fd.ok() || !HasNoMappings(p)) return fd;
   for (pid_t tid : ListThreads(p)) {
     if (tid == p) continue;
-    Result<int> by_thread = open(static_cast<uint32_t>(tid));
+    Result<UniqueFd> by_thread = open(static_cast<uint32_t>(tid));
     if (!by_thread.ok()) continue;
     if (IsThreadOf(p, tid)) return by_thread;
-    close(*by_thread);
   }
   return fd;
 }
 
-Result<int> OpenProcessMapping(uint32_t pid, uint64_t start, uint64_t end) {
+Result<UniqueFd> OpenProcessMapping(uint32_t pid, uint64_t start, uint64_t end) {
   return OpenInProcess(pid, [&](uint32_t id) { return OpenMapping(id, start, end); });
 }
 
-Result<int> OpenProcessVdso(uint32_t pid, uint64_t start, uint64_t end) {
+Result<UniqueFd> OpenProcessVdso(uint32_t pid, uint64_t start, uint64_t end) {
   return OpenInProcess(
       pid, [&](uint32_t id) { return ReadVdsoImage(static_cast<pid_t>(id), start, end); });
 }
@@ -514,8 +513,7 @@ BuildId Capture::VdsoBuildId(uint32_t pid, uint64_t start, uint64_t end, std::st
     *error = fd.status().ToString();
     return {};
   }
-  auto id = ReadBuildIdFromFd(*fd, "[vdso]");
-  close(*fd);
+  auto id = ReadBuildIdFromFd(fd->get(), "[vdso]");
   if (!id.ok()) {
     *error = id.status().ToString();
     return {};
@@ -539,22 +537,18 @@ BuildId Capture::MappedBuildId(uint32_t pid, uint64_t start, uint64_t end, std::
   timespec read_start{};
   clock_gettime(CLOCK_REALTIME, &read_start);
   struct stat before, after;
-  const bool have_stat = fstat(*fd, &before) == 0;
+  const bool have_stat = fstat(fd->get(), &before) == 0;
   if (have_stat) {
-    if (auto cached = id_by_inode_.Find(before)) {
-      close(*fd);
-      return *cached;
-    }
+    if (auto cached = id_by_inode_.Find(before)) return *cached;
   }
   BuildId id;
-  auto r = ReadBuildIdFromFd(*fd, MapFilesPath(static_cast<pid_t>(pid), start, end));
+  auto r = ReadBuildIdFromFd(fd->get(), MapFilesPath(static_cast<pid_t>(pid), start, end));
   if (r.ok()) {
     id = *r;
-    if (have_stat && fstat(*fd, &after) == 0) id_by_inode_.Store(before, after, read_start, id);
+    if (have_stat && fstat(fd->get(), &after) == 0) id_by_inode_.Store(before, after, read_start, id);
   } else {
     *error = r.status().ToString();
   }
-  close(*fd);
   return id;
 }
 
@@ -565,7 +559,7 @@ void Capture::CacheFile(uint32_t pid, uint64_t start, uint64_t end, const BuildI
     // No file: the image comes from the process's memory.  The cache checks
     // the copy's build-id, so another image is never stored under this id.
     if (auto fd = OpenProcessVdso(pid, start, end); fd.ok())
-      options_.cache->Add(id, "[vdso]", *fd, priority);
+      options_.cache->Add(id, "[vdso]", std::move(*fd), priority);
     return;
   }
   if (IsSpecialPath(path)) return;
@@ -577,14 +571,11 @@ void Capture::CacheFile(uint32_t pid, uint64_t start, uint64_t end, const BuildI
     // contents, and the worker checks the copy again.
     auto path_fd = OpenRegularFile(std::string(path));
     if (!path_fd.ok()) return;
-    auto path_id = ReadBuildIdFromFd(*path_fd, std::string(path));
-    if (!path_id.ok() || *path_id != id) {
-      close(*path_fd);
-      return;
-    }
-    fd = *path_fd;
+    auto path_id = ReadBuildIdFromFd(path_fd->get(), std::string(path));
+    if (!path_id.ok() || *path_id != id) return;
+    fd = std::move(path_fd);
   }
-  options_.cache->Add(id, std::string(path), *fd, priority);
+  options_.cache->Add(id, std::string(path), std::move(*fd), priority);
 }
 
 void Capture::HandleRecord(Bytes record, CaptureSink& sink) {

@@ -69,17 +69,14 @@ BuildId FindBuildId(Elf* elf) {
 Result<ElfFile> ElfFile::Open(const std::string& path) {
   auto fd = OpenRegularFile(path);
   if (!fd.ok()) return fd.status();
-  return FromFd(*fd, path);
+  return FromFd(std::move(*fd), path);
 }
 
-Result<ElfFile> ElfFile::FromFd(int fd, const std::string& name) {
+Result<ElfFile> ElfFile::FromFd(UniqueFd fd, const std::string& name) {
   InitLibelf();
-  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
-  if (elf == nullptr) {
-    close(fd);
-    return Status::Failure(name + ": " + elf_errmsg(-1));
-  }
-  ElfFile file(fd, elf);
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);
+  if (elf == nullptr) return Status::Failure(name + ": " + elf_errmsg(-1));
+  ElfFile file(std::move(fd), elf);
   if (Status s = file.Load(name); !s.ok()) return s;
   return file;
 }
@@ -101,20 +98,18 @@ Status ElfFile::Load(const std::string& name) {
 }
 
 ElfFile::ElfFile(ElfFile&& other) noexcept
-    : fd_(other.fd_), elf_(other.elf_), build_id_(other.build_id_),
+    : fd_(std::move(other.fd_)), elf_(other.elf_), build_id_(other.build_id_),
       loads_(std::move(other.loads_)) {
-  other.fd_ = -1;
   other.elf_ = nullptr;
 }
 
 ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
   if (this != &other) {
     Close();
-    fd_ = other.fd_;
+    fd_ = std::move(other.fd_);
     elf_ = other.elf_;
     build_id_ = other.build_id_;
     loads_ = std::move(other.loads_);
-    other.fd_ = -1;
     other.elf_ = nullptr;
   }
   return *this;
@@ -123,10 +118,9 @@ ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
 ElfFile::~ElfFile() { Close(); }
 
 void ElfFile::Close() {
-  if (elf_ != nullptr) elf_end(elf_);
-  if (fd_ >= 0) close(fd_);
+  if (elf_ != nullptr) elf_end(elf_);  // before the descriptor it reads
   elf_ = nullptr;
-  fd_ = -1;
+  fd_.Reset();
 }
 
 std::optional<uint64_t> ElfFile::FileOffsetToVaddr(uint64_t offset) const {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "build_id.h"
+#include "files.h"
 #include "result.h"
 
 typedef struct Elf Elf;  // NOLINT: libelf's opaque type
@@ -34,8 +35,8 @@ class ElfFile {
  public:
   // Opens `path` read-only.
   static Result<ElfFile> Open(const std::string& path);
-  // Takes ownership of `fd` (closed on failure too); `name` is for messages.
-  static Result<ElfFile> FromFd(int fd, const std::string& name);
+  // Owns `fd` from now on (closed on failure too); `name` is for messages.
+  static Result<ElfFile> FromFd(UniqueFd fd, const std::string& name);
 
   ElfFile(ElfFile&& other) noexcept;
   ElfFile& operator=(ElfFile&& other) noexcept;
@@ -55,17 +56,17 @@ class ElfFile {
   bool HasSymtab() const;
 
  private:
-  ElfFile(int fd, Elf* elf) : fd_(fd), elf_(elf) {}
+  ElfFile(UniqueFd fd, Elf* elf) : fd_(std::move(fd)), elf_(elf) {}
   Status Load(const std::string& name);
   void Close();
 
-  int fd_ = -1;
+  UniqueFd fd_;
   Elf* elf_ = nullptr;
   BuildId build_id_;
   std::vector<LoadSegment> loads_;
 };
 
-// Reads only the build-id of an open file (does not take ownership of fd).
+// Reads only the build-id of an open file (`fd` is borrowed).
 // An empty BuildId means the file is ELF without a note; a failed Result means
 // it is not ELF or could not be read.
 Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name);

@@ -22,27 +22,33 @@ const char* KindOf(mode_t mode) {
 
 }  // namespace
 
-Result<int> OpenRegularFile(const std::string& path) {
+void UniqueFd::Reset(int fd) {
+  // close() releases the descriptor even when it fails (Linux), so it is
+  // never retried: the number may already belong to another thread's file.
+  if (fd_ >= 0) close(fd_);
+  fd_ = fd;
+}
+
+Status UniqueFd::Close(const std::string& what) {
+  if (fd_ < 0) return {};
+  const int fd = Release();
+  if (close(fd) != 0) return ErrnoStatus("close " + what);
+  return {};
+}
+
+Result<UniqueFd> OpenRegularFile(const std::string& path) {
   // O_PATH opens nothing: no device driver's open(), no FIFO rendezvous.
   // Only once fstat() says it is a regular file is it opened for reading,
   // through the descriptor, so the file checked is the file read.
-  int pfd = open(path.c_str(), O_PATH | O_CLOEXEC);
-  if (pfd < 0) return ErrnoStatus("open " + path);
+  UniqueFd pfd(open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (!pfd.valid()) return ErrnoStatus("open " + path);
   struct stat st;
-  if (fstat(pfd, &st) != 0) {
-    Status s = ErrnoStatus("stat " + path);
-    close(pfd);
-    return s;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(pfd);
+  if (fstat(pfd.get(), &st) != 0) return ErrnoStatus("stat " + path);
+  if (!S_ISREG(st.st_mode))
     return Status::Failure(path + ": " + KindOf(st.st_mode) + ", not a regular file");
-  }
-  const std::string self = "/proc/self/fd/" + std::to_string(pfd);
-  int fd = open(self.c_str(), O_RDONLY | O_CLOEXEC);
-  const int saved = errno;
-  close(pfd);
-  if (fd < 0) return Status::FromErrno(saved, "open " + path);
+  const std::string self = "/proc/self/fd/" + std::to_string(pfd.get());
+  UniqueFd fd(open(self.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open " + path);
   return fd;
 }
 

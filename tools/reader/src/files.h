@@ -1,4 +1,9 @@
-// Opening files whose paths come from records, captures or the command line.
+// File descriptors, and opening files whose paths come from records,
+// captures or the command line.
+//
+// Ownership: a descriptor that is handed on travels as a UniqueFd, which
+// closes it when its owner is done; a plain `int fd` parameter is borrowed
+// (the callee neither closes nor keeps it).
 //
 // A recorded path (or a map_files entry) can name a FIFO, a terminal or a
 // device: opening one for reading may block forever or have side effects,
@@ -16,9 +21,43 @@
 
 namespace mmap3 {
 
-// Read-only, close-on-exec descriptor of a regular file; the caller owns it.
-// Anything else is an error naming the path and what it is.
-Result<int> OpenRegularFile(const std::string& path);
+// An open file descriptor with one owner: move-only, closed by the
+// destructor.  -1 is "none".
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.Release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) Reset(other.Release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { Reset(); }
+
+  // The descriptor, still owned by this object (-1 if none).
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  // Gives up ownership: the caller must close the returned descriptor.
+  [[nodiscard]] int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  // Closes the current descriptor (if any) and owns `fd` instead.
+  void Reset(int fd = -1);
+  // Closes now and reports close()'s error, which for a written file can be
+  // the write error (NFS, quotas); `what` names the file.
+  Status Close(const std::string& what);
+
+ private:
+  int fd_ = -1;
+};
+
+// Read-only, close-on-exec descriptor of a regular file.  Anything else is
+// an error naming the path and what it is.
+Result<UniqueFd> OpenRegularFile(const std::string& path);
 
 // Writes all `size` bytes at `offset` (pwrite, retried on EINTR and short
 // writes); `path` names the file in the error.

@@ -54,8 +54,8 @@ Result<PerfDataWriter> PerfDataWriter::Create(const std::string& path,
                                               std::vector<PerfFileAttr> attrs) {
   PerfDataWriter w;
   w.path_ = path;
-  w.fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (w.fd_ < 0) return ErrnoStatus("create " + path);
+  w.fd_.Reset(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!w.fd_.valid()) return ErrnoStatus("create " + path);
   w.attrs_ = std::move(attrs);
   // ids arrays first, then the attrs that point at them, then data.
   uint64_t off = sizeof(FileHeader);
@@ -67,15 +67,11 @@ Result<PerfDataWriter> PerfDataWriter::Create(const std::string& path,
 }
 
 PerfDataWriter::PerfDataWriter(PerfDataWriter&& o) noexcept
-    : fd_(o.fd_), path_(std::move(o.path_)), attrs_(std::move(o.attrs_)),
+    : fd_(std::move(o.fd_)), path_(std::move(o.path_)), attrs_(std::move(o.attrs_)),
       attrs_offset_(o.attrs_offset_), data_offset_(o.data_offset_), data_size_(o.data_size_),
-      buffer_(std::move(o.buffer_)) {
-  o.fd_ = -1;
-}
+      buffer_(std::move(o.buffer_)) {}
 
-PerfDataWriter::~PerfDataWriter() {
-  if (fd_ >= 0) close(fd_);
-}
+PerfDataWriter::~PerfDataWriter() = default;
 
 Status PerfDataWriter::Write(Bytes record) {
   buffer_.insert(buffer_.end(), record.begin(), record.end());
@@ -85,7 +81,7 @@ Status PerfDataWriter::Write(Bytes record) {
 
 Status PerfDataWriter::Flush() {
   if (buffer_.empty()) return {};
-  Status s = WriteAll(fd_, buffer_.data(), buffer_.size(), data_offset_ + data_size_, path_);
+  Status s = WriteAll(fd_.get(), buffer_.data(), buffer_.size(), data_offset_ + data_size_, path_);
   if (!s.ok()) return s;
   data_size_ += buffer_.size();
   buffer_.clear();
@@ -115,7 +111,7 @@ Status PerfDataWriter::Finish(const std::vector<BuildIdEntry>& build_ids,
     Append(attr_bytes, &ids, sizeof(ids));
   }
   head.insert(head.end(), attr_bytes.begin(), attr_bytes.end());
-  if (Status s = WriteAll(fd_, head.data(), head.size(), sizeof(FileHeader), path_); !s.ok())
+  if (Status s = WriteAll(fd_.get(), head.data(), head.size(), sizeof(FileHeader), path_); !s.ok())
     return s;
   h.attrs = {attrs_offset_, attr_bytes.size()};
   h.data = {data_offset_, data_size_};
@@ -157,15 +153,14 @@ Status PerfDataWriter::Finish(const std::vector<BuildIdEntry>& build_ids,
     table.push_back({payload_off + tail.size(), payload.size()});
     tail.insert(tail.end(), payload.begin(), payload.end());
   }
-  if (Status s = WriteAll(fd_, table.data(), table.size() * sizeof(FileSection), table_off, path_);
+  if (Status s = WriteAll(fd_.get(), table.data(), table.size() * sizeof(FileSection), table_off,
+                          path_);
       !s.ok())
     return s;
-  if (Status s = WriteAll(fd_, tail.data(), tail.size(), payload_off, path_); !s.ok()) return s;
-  if (Status s = WriteAll(fd_, &h, sizeof(h), 0, path_); !s.ok()) return s;
-  int fd = fd_;
-  fd_ = -1;
-  if (close(fd) != 0) return ErrnoStatus("close " + path_);
-  return {};
+  if (Status s = WriteAll(fd_.get(), tail.data(), tail.size(), payload_off, path_); !s.ok())
+    return s;
+  if (Status s = WriteAll(fd_.get(), &h, sizeof(h), 0, path_); !s.ok()) return s;
+  return fd_.Close(path_);
 }
 
 Result<PerfDataReader> PerfDataReader::Open(const std::string& path) {
@@ -173,20 +168,14 @@ Result<PerfDataReader> PerfDataReader::Open(const std::string& path) {
   r.path_ = path;
   auto opened = OpenRegularFile(path);  // pipe-mode input is not supported
   if (!opened.ok()) return opened.status();
-  const int fd = *opened;
+  UniqueFd fd = std::move(*opened);
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    Status s = ErrnoStatus("stat " + path);
-    close(fd);
-    return s;
-  }
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path);
   r.size_ = static_cast<size_t>(st.st_size);
-  if (r.size_ < sizeof(FileHeader)) {
-    close(fd);
+  if (r.size_ < sizeof(FileHeader))
     return Status::Failure(path + ": too small for a perf.data header");
-  }
-  void* p = mmap(nullptr, r.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
+  void* p = mmap(nullptr, r.size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  fd.Reset();  // the mapping keeps the file
   if (p == MAP_FAILED) return ErrnoStatus("mmap " + path);
   r.base_ = static_cast<const uint8_t*>(p);
   if (Status s = r.Parse(); !s.ok()) return s;

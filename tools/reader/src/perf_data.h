@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "build_id.h"
+#include "files.h"
 #include "record.h"
 #include "result.h"
 
@@ -67,7 +68,7 @@ class PerfDataWriter {
   PerfDataWriter() = default;
   Status Flush();
 
-  int fd_ = -1;
+  UniqueFd fd_;
   std::string path_;
   std::vector<PerfFileAttr> attrs_;
   uint64_t attrs_offset_ = 0;

@@ -116,7 +116,7 @@ std::string MapFilesPath(pid_t pid, uint64_t start, uint64_t end) {
   return fmt::format("/proc/{}/map_files/{:x}-{:x}", pid, start, end);
 }
 
-Result<int> OpenMappedFile(pid_t pid, uint64_t start, uint64_t end) {
+Result<UniqueFd> OpenMappedFile(pid_t pid, uint64_t start, uint64_t end) {
   std::string path = MapFilesPath(pid, start, end);
   return OpenRegularFile(path);  // a mapping can be of a device file
 }
@@ -124,40 +124,32 @@ Result<int> OpenMappedFile(pid_t pid, uint64_t start, uint64_t end) {
 Result<BuildId> ReadMappedBuildId(pid_t pid, uint64_t start, uint64_t end) {
   auto fd = OpenMappedFile(pid, start, end);
   if (!fd.ok()) return fd.status();
-  auto id = ReadBuildIdFromFd(*fd, MapFilesPath(pid, start, end));
-  close(*fd);
-  return id;
+  return ReadBuildIdFromFd(fd->get(), MapFilesPath(pid, start, end));
 }
 
-Result<int> ReadVdsoImage(pid_t pid, uint64_t start, uint64_t end) {
+Result<UniqueFd> ReadVdsoImage(pid_t pid, uint64_t start, uint64_t end) {
   if (end <= start || end - start > (1u << 20)) return Status::Failure("implausible [vdso] size");
   const std::string mem_path = fmt::format("/proc/{}/mem", pid);
-  int mem = open(mem_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (mem < 0) return ErrnoStatus("open " + mem_path);
+  UniqueFd mem(open(mem_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!mem.valid()) return ErrnoStatus("open " + mem_path);
   std::vector<uint8_t> image(end - start);
   size_t done = 0;
   while (done < image.size()) {
-    ssize_t n = pread(mem, image.data() + done, image.size() - done,
+    ssize_t n = pread(mem.get(), image.data() + done, image.size() - done,
                       static_cast<off_t>(start + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Status s = n < 0 ? ErrnoStatus("read " + mem_path) : Status::Failure(mem_path + ": short read");
-      close(mem);
-      return s;
-    }
+    if (n <= 0)
+      return n < 0 ? ErrnoStatus("read " + mem_path) : Status::Failure(mem_path + ": short read");
     done += static_cast<size_t>(n);
   }
-  close(mem);
-  int fd = memfd_create("vdso", MFD_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("memfd_create");
-  if (Status s = WriteAll(fd, image.data(), image.size(), 0, "[vdso] image"); !s.ok()) {
-    close(fd);
+  UniqueFd fd(memfd_create("vdso", MFD_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("memfd_create");
+  if (Status s = WriteAll(fd.get(), image.data(), image.size(), 0, "[vdso] image"); !s.ok())
     return s;
-  }
   return fd;
 }
 
-Result<int> OwnVdsoImage() {
+Result<UniqueFd> OwnVdsoImage() {
   auto maps = ReadProcMaps(getpid());
   if (!maps.ok()) return maps.status();
   const auto vdso = std::find_if(maps->begin(), maps->end(),

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "build_id.h"
+#include "files.h"
 #include "result.h"
 
 namespace mmap3 {
@@ -34,16 +35,16 @@ std::vector<ProcMapping> ParseProcMaps(std::string_view text);
 Result<std::vector<ProcMapping>> ReadProcMaps(pid_t pid);
 
 std::string MapFilesPath(pid_t pid, uint64_t start, uint64_t end);
-// Opens the mapped file read-only (O_CLOEXEC); the caller owns the fd.
-Result<int> OpenMappedFile(pid_t pid, uint64_t start, uint64_t end);
+// Opens the mapped file read-only (O_CLOEXEC).
+Result<UniqueFd> OpenMappedFile(pid_t pid, uint64_t start, uint64_t end);
 // Build-id of the mapped file (empty if it has no note).
 Result<BuildId> ReadMappedBuildId(pid_t pid, uint64_t start, uint64_t end);
 
 // A memfd holding the image mapped at [start, end) in `pid` (its [vdso]),
-// read through /proc/PID/mem: the vDSO has no file.  The caller owns the fd.
-Result<int> ReadVdsoImage(pid_t pid, uint64_t start, uint64_t end);
+// read through /proc/PID/mem: the vDSO has no file.
+Result<UniqueFd> ReadVdsoImage(pid_t pid, uint64_t start, uint64_t end);
 // The same for this process's own [vdso].
-Result<int> OwnVdsoImage();
+Result<UniqueFd> OwnVdsoImage();
 
 bool ProcessExists(pid_t pid);
 // True if process pid exists but /proc/PID shows no mappings: a kernel

@@ -74,8 +74,8 @@ TEST(BuildIdCacheTest, WorkerCopiesADeletedFileThroughItsDescriptor) {
   int fd = OpenRead(lib);
   ASSERT_GE(fd, 0);
   std::filesystem::remove(lib);  // the descriptor keeps the inode alive
-  c.Add(Id(kIdV1), lib + " (deleted)", fd);
-  c.Add(Id(kIdV1), lib, OpenRead("/dev/null"));  // duplicate: dropped
+  c.Add(Id(kIdV1), lib + " (deleted)", UniqueFd(fd));
+  c.Add(Id(kIdV1), lib, UniqueFd(OpenRead("/dev/null")));  // duplicate: dropped
   EXPECT_TRUE(c.Seen(Id(kIdV1)));
   c.Stop();
   EXPECT_EQ(c.stats().copied, 1u);
@@ -109,9 +109,10 @@ TEST(BuildIdCacheTest, LiveCopiesDoNotWaitBehindBackgroundOnes) {
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
   // Background: a pipe whose reads block until we write after the live job.
-  c.Add(Id(kIdV1), "/slow/background.so", pipe_fds[0], BuildIdCache::Priority::kBackground);
+  c.Add(Id(kIdV1), "/slow/background.so", UniqueFd(pipe_fds[0]),
+        BuildIdCache::Priority::kBackground);
   c.Start();
-  c.Add(Id(kIdV2), live, OpenRead(live), BuildIdCache::Priority::kLive);
+  c.Add(Id(kIdV2), live, UniqueFd(OpenRead(live)), BuildIdCache::Priority::kLive);
   {
     std::unique_lock lock(mu);
     EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return live_done; }));

@@ -16,14 +16,59 @@ namespace {
 
 using testing::TempDir;
 
+// Whether `fd` is an open descriptor of this process.
+bool IsOpen(int fd) { return fcntl(fd, F_GETFD) != -1; }
+
+TEST(UniqueFdTest, ClosesWhenItsOwnerGoes) {
+  int raw = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(raw, 0);
+  {
+    UniqueFd fd(raw);
+    EXPECT_TRUE(fd.valid());
+    EXPECT_EQ(fd.get(), raw);
+  }
+  EXPECT_FALSE(IsOpen(raw));
+}
+
+TEST(UniqueFdTest, MovesOwnershipWithoutClosing) {
+  int raw = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(raw, 0);
+  UniqueFd a(raw);
+  UniqueFd b(std::move(a));
+  EXPECT_FALSE(a.valid());  // NOLINT: checking the moved-from state is the point
+  EXPECT_EQ(b.get(), raw);
+  EXPECT_TRUE(IsOpen(raw));
+  // Assigning over an owner closes what it held.
+  int other = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(other, 0);
+  UniqueFd c(other);
+  c = std::move(b);
+  EXPECT_FALSE(IsOpen(other));
+  EXPECT_TRUE(IsOpen(raw));
+  EXPECT_EQ(c.get(), raw);
+  const int released = c.Release();
+  EXPECT_FALSE(c.valid());
+  EXPECT_TRUE(IsOpen(released));  // no longer owned: still open
+  close(released);
+}
+
+TEST(UniqueFdTest, CloseReportsAndForgets) {
+  int raw = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(raw, 0);
+  UniqueFd fd(raw);
+  EXPECT_TRUE(fd.Close("/dev/null").ok());
+  EXPECT_FALSE(fd.valid());
+  EXPECT_FALSE(IsOpen(raw));
+  EXPECT_TRUE(fd.Close("/dev/null").ok());  // nothing left to close
+}
+
 TEST(OpenRegularFileTest, OpensARegularFile) {
   TempDir dir;
   testing::WriteFile(dir.File("f"), "data");
   auto fd = OpenRegularFile(dir.File("f"));
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
   char buf[8];
-  EXPECT_EQ(read(*fd, buf, sizeof(buf)), 4);
-  close(*fd);
+  EXPECT_EQ(read(fd->get(), buf, sizeof(buf)), 4);
 }
 
 TEST(OpenRegularFileTest, RefusesAFifoWithoutOpeningIt) {
@@ -63,8 +108,7 @@ TEST(OpenRegularFileTest, ReadsADeletedFileThroughMapFiles) {
   close(keep);
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
   char buf[8];
-  EXPECT_EQ(read(*fd, buf, sizeof(buf)), 4);
-  close(*fd);
+  EXPECT_EQ(read(fd->get(), buf, sizeof(buf)), 4);
 }
 
 TEST(OpenRegularFileTest, RefusesDirectoriesAndDevices) {

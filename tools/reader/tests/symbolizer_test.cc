@@ -131,13 +131,10 @@ TEST(VdsoSymbolsTest, TheVdsoIsCachedInPerfsLayoutAndSymbolized) {
   // ours under [vdso]/<id>/vdso, where perf keeps it too.
   auto fd = OwnVdsoImage();
   ASSERT_TRUE(fd.ok()) << fd.status().ToString();
-  auto elf = ElfFile::FromFd(dup(*fd), "[vdso]");
+  auto elf = ElfFile::FromFd(UniqueFd(dup(fd->get())), "[vdso]");
   ASSERT_TRUE(elf.ok()) << elf.status().ToString();
   const BuildId id = elf->build_id();
-  if (id.empty()) {
-    close(*fd);
-    GTEST_SKIP() << "this kernel's vDSO has no build-id";
-  }
+  if (id.empty()) GTEST_SKIP() << "this kernel's vDSO has no build-id";
   std::string fn;
   uint64_t offset = 0;
   for (const ElfSymbol& s : elf->ReadSymbols()) {
@@ -148,8 +145,7 @@ TEST(VdsoSymbolsTest, TheVdsoIsCachedInPerfsLayoutAndSymbolized) {
   }
   TempDir cache;
   BuildIdCache::Stats stats;
-  ASSERT_TRUE(BuildIdCache::Insert(cache.path(), id, "[vdso]", *fd, &stats).ok());
-  close(*fd);
+  ASSERT_TRUE(BuildIdCache::Insert(cache.path(), id, "[vdso]", fd->get(), &stats).ok());
   EXPECT_EQ(stats.copied, 1u);
   EXPECT_TRUE(std::filesystem::exists(cache.path() + "/[vdso]/" + id.Hex() + "/vdso"));
   EXPECT_EQ(BuildIdCache::ElfPath(cache.path(), "[vdso]", id),
