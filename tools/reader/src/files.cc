@@ -16,8 +16,23 @@ const char* KindOf(mode_t mode) {
     case S_IFCHR: return "a character device";
     case S_IFBLK: return "a block device";
     case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
     default: return "not a regular file";
   }
+}
+
+// O_PATH opens nothing: no device driver's open(), no FIFO rendezvous.
+// Only once fstat() says it is a regular file is it opened for reading,
+// through the descriptor, so the file checked is the file read.
+Result<UniqueFd> ReopenIfRegular(UniqueFd pfd, const std::string& shown) {
+  struct stat st;
+  if (fstat(pfd.get(), &st) != 0) return ErrnoStatus("stat " + shown);
+  if (!S_ISREG(st.st_mode))
+    return Status::Failure(shown + ": " + KindOf(st.st_mode) + ", not a regular file");
+  const std::string self = "/proc/self/fd/" + std::to_string(pfd.get());
+  UniqueFd fd(open(self.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open " + shown);
+  return fd;
 }
 
 }  // namespace
@@ -37,19 +52,17 @@ Status UniqueFd::Close(const std::string& what) {
 }
 
 Result<UniqueFd> OpenRegularFile(const std::string& path) {
-  // O_PATH opens nothing: no device driver's open(), no FIFO rendezvous.
-  // Only once fstat() says it is a regular file is it opened for reading,
-  // through the descriptor, so the file checked is the file read.
   UniqueFd pfd(open(path.c_str(), O_PATH | O_CLOEXEC));
   if (!pfd.valid()) return ErrnoStatus("open " + path);
-  struct stat st;
-  if (fstat(pfd.get(), &st) != 0) return ErrnoStatus("stat " + path);
-  if (!S_ISREG(st.st_mode))
-    return Status::Failure(path + ": " + KindOf(st.st_mode) + ", not a regular file");
-  const std::string self = "/proc/self/fd/" + std::to_string(pfd.get());
-  UniqueFd fd(open(self.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoStatus("open " + path);
-  return fd;
+  return ReopenIfRegular(std::move(pfd), path);
+}
+
+Result<UniqueFd> OpenRegularFileAt(int dir, const std::string& name, const std::string& shown) {
+  // With O_PATH, O_NOFOLLOW opens a symlink itself instead of failing, so
+  // fstat() sees it and it is refused like any other non-regular file.
+  UniqueFd pfd(openat(dir, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!pfd.valid()) return ErrnoStatus("open " + shown);
+  return ReopenIfRegular(std::move(pfd), shown);
 }
 
 Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path) {

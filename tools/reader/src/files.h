@@ -59,6 +59,11 @@ class UniqueFd {
 // an error naming the path and what it is.
 Result<UniqueFd> OpenRegularFile(const std::string& path);
 
+// The same for `name` in directory `dir`, without following a symlink
+// there (one is an error, as any other kind of file is); `shown` names the
+// file in errors.
+Result<UniqueFd> OpenRegularFileAt(int dir, const std::string& name, const std::string& shown);
+
 // Writes all `size` bytes at `offset` (pwrite, retried on EINTR and short
 // writes); `path` names the file in the error.
 Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path);

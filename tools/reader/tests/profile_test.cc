@@ -121,12 +121,11 @@ class ReplacedDsoTest : public ::testing::Test {
       // Rewrite in place: same inode, new contents.
       std::filesystem::copy_file(src, path_, std::filesystem::copy_options::overwrite_existing);
     }
-    int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    BuildIdCache::Stats stats;
+    UniqueFd fd(open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
     const char* ids[] = {kIdV1, kIdV2, kIdV3};
-    ASSERT_TRUE(BuildIdCache::Insert(cache_.path(), Id(ids[v - 1]), path_, fd, &stats).ok());
-    close(fd);
+    BuildIdCache cache(cache_.path());
+    ASSERT_TRUE(cache.Insert(Id(ids[v - 1]), path_, fd.get()).ok());
   }
 
   ReportModel Run(bool with_cache) {

@@ -110,11 +110,10 @@ TEST_F(SymbolizerTest, AStrippedFileSaysNoSymbolForWhatOnlySymtabNamed) {
 
 TEST_F(SymbolizerTest, FindsReplacedVersionInTheBuildIdCache) {
   TempDir cache;
-  int fd = open(v1_.c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  BuildIdCache::Stats stats;
-  ASSERT_TRUE(BuildIdCache::Insert(cache.path(), Id(kIdV1), lib_, fd, &stats).ok());
-  close(fd);
+  UniqueFd fd(open(v1_.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  BuildIdCache c(cache.path());
+  ASSERT_TRUE(c.Insert(Id(kIdV1), lib_, fd.get()).ok());
   std::filesystem::copy_file(v2_, lib_);  // replaced after the copy was taken
   SymbolSearch search = PathsOnly();
   search.cache_dir = cache.path();
@@ -144,9 +143,9 @@ TEST(VdsoSymbolsTest, TheVdsoIsCachedInPerfsLayoutAndSymbolized) {
     }
   }
   TempDir cache;
-  BuildIdCache::Stats stats;
-  ASSERT_TRUE(BuildIdCache::Insert(cache.path(), id, "[vdso]", fd->get(), &stats).ok());
-  EXPECT_EQ(stats.copied, 1u);
+  BuildIdCache c(cache.path());
+  ASSERT_TRUE(c.Insert(id, "[vdso]", fd->get()).ok());
+  EXPECT_EQ(c.stats().copied, 1u);
   EXPECT_TRUE(std::filesystem::exists(cache.path() + "/[vdso]/" + id.Hex() + "/vdso"));
   EXPECT_EQ(BuildIdCache::ElfPath(cache.path(), "[vdso]", id),
             cache.path() + "/[vdso]/" + id.Hex() + "/vdso");
