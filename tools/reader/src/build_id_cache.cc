@@ -488,10 +488,10 @@ BuildIdCache::Outcome BuildIdCache::Reserve(const Request& r, uint64_t size, Sta
     return Outcome::kTooLarge;
   }
   if (used_bytes_ > limits_.max_bytes || size > limits_.max_bytes - used_bytes_) {
-    stopped_ = fmt::format("the build-id cache {} holds {}, and '{}' ({}) would take it over its "
-                           "limit of {} (--buildid-cache-max)",
-                           dir_, HumanSize(used_bytes_), Printable(r.path), HumanSize(size),
-                           HumanSize(limits_.max_bytes));
+    stopped_ = fmt::format("the build-id cache {} ({}) would grow past its limit of {} "
+                           "(--buildid-cache-max) with '{}' ({})",
+                           dir_, HumanSize(used_bytes_), HumanSize(limits_.max_bytes),
+                           Printable(r.path), HumanSize(size));
     *status = Status::Failure(stopped_);
     return Outcome::kNoSpace;
   }

@@ -145,7 +145,8 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   std::unique_ptr<BuildIdCache> cache;
   CaptureOptions capture_options = options.capture;
   if (!options.cache_dir.empty()) {
-    cache = std::make_unique<BuildIdCache>(options.cache_dir);
+    cache = std::make_unique<BuildIdCache>(options.cache_dir, options.cache_limits);
+    cache->set_on_warning(options.on_cache_warning);
     cache->Start();
     capture_options.cache = cache.get();
   }

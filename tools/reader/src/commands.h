@@ -17,8 +17,11 @@ struct RecordOptions {
   CaptureOptions capture;
   std::string output;          // perf.data to write; "" to report directly
   std::string cache_dir;       // build-id cache; "" disables it
+  BuildIdCache::Limits cache_limits;
   bool callchains = false;     // keep stacks in the direct report
   std::function<void(const CaptureStats&)> on_status;  // live status, may be empty
+  // The cache's warnings, when they happen (on a copy worker); may be empty.
+  std::function<void(const std::string&)> on_cache_warning;
 };
 
 struct RecordResult {

@@ -3,10 +3,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,6 +110,38 @@ std::vector<pid_t> ParsePids(const std::string& list, std::string* error) {
   return pids;
 }
 
+// "2G", "512M", "1.5g", "100000", "unlimited": bytes, in binary units
+// (K = 1024); nullopt if it is not a size.
+std::optional<uint64_t> ParseSize(const std::string& text) {
+  if (text == "unlimited") return BuildIdCache::kNoLimit;
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::string unit = text.substr(used);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.size() > 1 && (unit.substr(1) == "B" || unit.substr(1) == "IB")) unit.resize(1);
+  const std::map<std::string, double> kUnits{
+      {"", 1}, {"B", 1}, {"K", 0x1p10}, {"M", 0x1p20}, {"G", 0x1p30}, {"T", 0x1p40}};
+  auto it = kUnits.find(unit);
+  if (it == kUnits.end() || !(value >= 0)) return std::nullopt;
+  const double bytes = value * it->second;
+  if (bytes >= 0x1p64) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
+std::string CacheSummary(const std::string& dir, const BuildIdCache::Stats& c) {
+  std::string out = fmt::format("[ build-id cache {}: {} copied, {} present, {} changed, {} failed",
+                                dir, c.copied, c.present, c.mismatch, c.failed);
+  if (c.refused) out += fmt::format(", {} refused (unsafe path or symlink)", c.refused);
+  if (c.too_large) out += fmt::format(", {} over --buildid-cache-max-file", c.too_large);
+  if (c.skipped) out += fmt::format(", {} not copied (copying stopped)", c.skipped);
+  return out + " ]\n";
+}
+
 int Main(int argc, char** argv);
 
 }  // namespace
@@ -166,6 +201,12 @@ int Main(int argc, char** argv) {
   record->add_flag("-q,--quiet", quiet, "No live status line and no summary");
   record->add_flag("--no-buildid-cache", no_cache, "Do not copy DSOs into the build-id cache");
   record->add_option("--buildid-dir", cache_dir, "Build-id cache directory (default ~/.debug)");
+  std::string cache_max = "2G", cache_max_file = "512M";
+  record->add_option("--buildid-cache-max", cache_max,
+                     "Stop copying when the build-id cache would grow past this size "
+                     "(K, M, G, T; 'unlimited'; default 2G)");
+  record->add_option("--buildid-cache-max-file", cache_max_file,
+                     "Do not copy files larger than this (default 512M)");
   record->add_option("--format", format, "Report format when not writing a file")
       ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case));
   record->add_option("command", command, "Command to run and profile (after --)");
@@ -259,7 +300,24 @@ int Main(int argc, char** argv) {
     ro.output = output;
     ro.callchains = callchains;
     ro.cache_dir = no_cache ? "" : cache_dir;
+    {
+      auto max = ParseSize(cache_max);
+      auto max_file = ParseSize(cache_max_file);
+      if (!max) return usage(fmt::format("--buildid-cache-max: '{}' is not a size", cache_max), record);
+      if (!max_file)
+        return usage(fmt::format("--buildid-cache-max-file: '{}' is not a size", cache_max_file),
+                     record);
+      ro.cache_limits.max_bytes = *max;
+      ro.cache_limits.max_file_bytes = *max_file;
+    }
     const bool status_line = !quiet && isatty(STDERR_FILENO);
+    if (!quiet) {
+      // From a copy worker, when it happens: a full cache or filesystem
+      // should not be news at the end of a long capture.
+      ro.on_cache_warning = [status_line](const std::string& message) {
+        fmt::print(stderr, "{}mmap3-reader: warning: {}\n", status_line ? "\r\033[K" : "", message);
+      };
+    }
     if (status_line) {
       ro.on_status = [](const CaptureStats& s) {
         double rate = s.elapsed_seconds > 0 ? static_cast<double>(s.samples) / s.elapsed_seconds : 0;
@@ -279,9 +337,7 @@ int Main(int argc, char** argv) {
                  CaptureModeName(r.mode), r.mode_reason.empty() ? "" : " (" + r.mode_reason + ")",
                  r.stats.samples, r.stats.mmaps, r.stats.filled_build_ids, r.stats.fill_failures,
                  r.stats.lost_records);
-      if (!ro.cache_dir.empty())
-        fmt::print(stderr, "[ build-id cache {}: {} copied, {} present, {} changed, {} failed ]\n",
-                   ro.cache_dir, r.cache.copied, r.cache.present, r.cache.mismatch, r.cache.failed);
+      if (!ro.cache_dir.empty()) fmt::print(stderr, "{}", CacheSummary(ro.cache_dir, r.cache));
       if (!output.empty())
         fmt::print(stderr, "[ wrote {} ({} bytes of records) ]\n", output, r.bytes_written);
       if (r.command_status != -1) fmt::print(stderr, "[ {} ]\n", DescribeExit(r.command_status));

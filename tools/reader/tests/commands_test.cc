@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -369,6 +370,35 @@ TEST(RunRecordTest, RecordsACommandAndReportsIt) {
                                   return m.path.find("sh") != std::string::npos && !m.build_id.empty();
                                 });
   EXPECT_TRUE(sh_with_id);
+}
+
+TEST(RunRecordTest, AFullBuildIdCacheIsReportedAndTheCaptureGoesOn) {
+  if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
+  TempDir cache;
+  RecordOptions o;
+  o.capture.target = CaptureOptions::Target::kCommand;
+  o.capture.command = {"/bin/sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"};
+  o.capture.frequency = 2000;
+  o.capture.data_pages = 16;
+  o.cache_dir = cache.path();
+  o.cache_limits.max_bytes = 1;  // full at the first copy
+  std::mutex mu;
+  std::vector<std::string> warnings;
+  o.on_cache_warning = [&](const std::string& w) {
+    std::lock_guard lock(mu);
+    warnings.push_back(w);
+  };
+  auto r = RunRecord(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  if (r->cache.skipped == 0 && r->cache.copied == 0)
+    GTEST_SKIP() << "no build-id known for the shell's mappings here (map_files needs root)";
+  EXPECT_GT(r->stats.samples, 0u);
+  EXPECT_EQ(r->cache.copied, 0u);
+  EXPECT_GE(r->cache.skipped, 1u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("--buildid-cache-max"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find(cache.path()), std::string::npos) << warnings[0];
+  EXPECT_NE(RowFor(r->report, "sh"), nullptr);
 }
 
 TEST(RunRecordTest, CommandThatCannotRunIsAnErrorWithErrno) {
