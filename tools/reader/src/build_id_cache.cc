@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,21 +37,6 @@ constexpr size_t kMaxComponents = 64;
 // How deep a walk of the cache (measuring its size) goes: what we store is
 // at most kMaxComponents + 2 deep.  Each level holds a descriptor.
 constexpr int kMaxWalkDepth = kMaxComponents + 8;
-
-// A path as it may be printed: control bytes (a file name can hold any
-// byte but '/' and NUL) are escaped, so a message is one line and cannot
-// drive the terminal.
-std::string Printable(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f)
-      out += fmt::format("\\x{:02x}", c);
-    else
-      out += static_cast<char>(c);
-  }
-  return out;
-}
 
 std::string HumanSize(uint64_t bytes) {
   static constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
@@ -81,7 +68,7 @@ Result<std::vector<std::string>> CacheComponents(const std::string& recorded) {
   if (p.size() > kDeletedSuffix.size() && p.substr(p.size() - kDeletedSuffix.size()) == kDeletedSuffix)
     p.remove_suffix(kDeletedSuffix.size());
   auto refuse = [&](std::string_view why) {
-    return Status::Failure(fmt::format("'{}': {}; not cached", Printable(recorded), why));
+    return Status::Failure(fmt::format("'{}': {}", PrintableName(recorded), why));
   };
   if (p.size() > BuildIdCache::kMaxPathLength)
     return refuse(fmt::format("longer than {} bytes", BuildIdCache::kMaxPathLength));
@@ -139,7 +126,7 @@ Result<UniqueFd> OpenDirs(int root, const std::string& root_path,
   constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   for (size_t i = 0; i < count; ++i) {
     const char* name = names[i].c_str();
-    shown += "/" + Printable(names[i]);
+    shown += "/" + PrintableName(names[i]);
     UniqueFd next(openat(current.get(), name, kFlags));
     if (!next.valid() && errno == ENOENT && create) {
       // EEXIST: another writer made it meanwhile; the open below checks
@@ -484,14 +471,14 @@ BuildIdCache::Outcome BuildIdCache::Reserve(const Request& r, uint64_t size, Sta
   if (size > limits_.max_file_bytes) {
     *status = Status::Failure(fmt::format(
         "'{}' ({}) is over the per-file limit of {} (--buildid-cache-max-file); not cached",
-        Printable(r.path), HumanSize(size), HumanSize(limits_.max_file_bytes)));
+        PrintableName(r.path), HumanSize(size), HumanSize(limits_.max_file_bytes)));
     return Outcome::kTooLarge;
   }
   if (used_bytes_ > limits_.max_bytes || size > limits_.max_bytes - used_bytes_) {
     stopped_ = fmt::format("the build-id cache {} ({}) would grow past its limit of {} "
                            "(--buildid-cache-max) with '{}' ({})",
                            dir_, HumanSize(used_bytes_), HumanSize(limits_.max_bytes),
-                           Printable(r.path), HumanSize(size));
+                           PrintableName(r.path), HumanSize(size));
     *status = Status::Failure(stopped_);
     return Outcome::kNoSpace;
   }
@@ -515,19 +502,20 @@ BuildIdCache::Outcome BuildIdCache::DoInsert(const Request& r, Status* status) {
   if (r.id.size() < 2)  // the link's name is the id's hex after its first byte
     return fail(Outcome::kFailed, Status::Failure(fmt::format(
                                       "'{}': a build-id of {} byte(s) cannot be cached",
-                                      Printable(r.path), r.id.size())));
+                                      PrintableName(r.path), r.id.size())));
   if (!ValidFileName(r.file_name))
     return fail(Outcome::kRefused,
-                Status::Failure("'" + Printable(r.file_name) + "': not a cache file name"));
+                Status::Failure("'" + PrintableName(r.file_name) + "': not a cache file name"));
   auto components = CacheComponents(r.path);
-  if (!components.ok()) return fail(Outcome::kRefused, components.status());
+  if (!components.ok())
+    return fail(Outcome::kRefused, Status::Failure(components.status().context() + "; not cached"));
   auto root = Root();
   if (!root.ok()) return failed(root.status());
 
   const std::string hex = r.id.Hex();
   std::vector<std::string> entry = *components;
   entry.push_back(hex);
-  const std::string entry_shown = dir_ + "/" + Printable(Join(entry));
+  const std::string entry_shown = dir_ + "/" + PrintableName(Join(entry));
   const std::string file_shown = entry_shown + "/" + r.file_name;
 
   // What a complete entry must be: the source's size, taken now, and its
@@ -537,9 +525,9 @@ BuildIdCache::Outcome BuildIdCache::DoInsert(const Request& r, Status* status) {
   Verifier verify;
   if (r.elf) {
     struct stat st;
-    if (fstat(r.source_fd, &st) != 0) return failed(ErrnoStatus("stat " + Printable(r.path)));
+    if (fstat(r.source_fd, &st) != 0) return failed(ErrnoStatus("stat " + PrintableName(r.path)));
     if (!S_ISREG(st.st_mode))
-      return fail(Outcome::kFailed, Status::Failure(Printable(r.path) + ": not a regular file"));
+      return fail(Outcome::kFailed, Status::Failure(PrintableName(r.path) + ": not a regular file"));
     size = static_cast<uint64_t>(st.st_size);
     // The copy may be read as its source could be, by the cache's owner:
     // a file only its owner could read does not become world-readable.
@@ -610,12 +598,12 @@ BuildIdCache::Outcome BuildIdCache::DoInsert(const Request& r, Status* status) {
     // extended or rewritten since it was mapped must not be cached as
     // this id.  Its size before, during and after the copy must agree.
     struct stat after;
-    if (fstat(r.source_fd, &after) != 0) return failed(ErrnoStatus("stat " + Printable(r.path)));
+    if (fstat(r.source_fd, &after) != 0) return failed(ErrnoStatus("stat " + PrintableName(r.path)));
     if (*copied != size || static_cast<uint64_t>(after.st_size) != size)
       return fail(Outcome::kMismatch,
                   Status::Failure(fmt::format("'{}' changed while it was cached ({} bytes "
                                               "before, {} copied, {} after)",
-                                              Printable(r.path), size, *copied, after.st_size)));
+                                              PrintableName(r.path), size, *copied, after.st_size)));
   } else if (Status s = WriteAll(tmp->fd.get(), r.contents.data(), r.contents.size(), 0, tmp_shown);
              !s.ok()) {
     return failed(s);
@@ -627,7 +615,7 @@ BuildIdCache::Outcome BuildIdCache::DoInsert(const Request& r, Status* status) {
   if (Status s = verify(tmp->fd.get(), static_cast<uint64_t>(written.st_size)); !s.ok())
     return fail(Outcome::kMismatch,
                 Status::Failure(fmt::format("'{}' changed before it could be cached ({})",
-                                            Printable(r.path), s.ToString())));
+                                            PrintableName(r.path), s.ToString())));
   if (before_publish_) before_publish_(r.id);
   bool kept = false;
   if (Status s = Publish(*tmp, r.file_name, entry_shown, accept, &kept); !s.ok()) return failed(s);
@@ -763,6 +751,214 @@ void BuildIdCache::Stop() {
 BuildIdCache::Stats BuildIdCache::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
+}
+
+// Maintenance: list and purge.  Everything below the root is opened with
+// O_NOFOLLOW relative to its parent and removed with unlinkat, so a symlink
+// planted anywhere in the cache is removed itself, never what it points to.
+namespace {
+
+constexpr const char* kEntryFiles[] = {"elf", "vdso", "kallsyms", "debug"};
+// Deeper trees are not ours (we store at most kMaxComponents + 2 levels);
+// each level holds a descriptor.
+constexpr int kMaxPurgeDepth = 256;
+
+Result<UniqueFd> OpenExistingRoot(const std::string& dir) {
+  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open the build-id cache directory " + dir);
+  return fd;
+}
+
+bool IsLowerHex(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+// The names in directory `dir` (borrowed), without "." and "..".
+Result<std::vector<std::string>> ListNames(int dir, const std::string& shown) {
+  UniqueFd own(dup(dir));
+  if (!own.valid()) return ErrnoStatus("dup");
+  DIR* d = fdopendir(own.get());
+  if (d == nullptr) return ErrnoStatus("read " + shown);
+  (void)own.Release();  // closedir() closes it
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      names.emplace_back(e->d_name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The file an entry directory holds: its name and size, if any.
+std::optional<std::pair<std::string, uint64_t>> EntryFile(int entry_dir) {
+  for (const char* name : kEntryFiles) {
+    struct stat st;
+    if (fstatat(entry_dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+      return std::make_pair(std::string(name), static_cast<uint64_t>(st.st_size));
+  }
+  return std::nullopt;
+}
+
+// Removes `name` in `parent` and, if it is a directory, everything in it.
+Status RemoveTree(int parent, const std::string& name, const std::string& shown, int depth,
+                  PurgeResult* result) {
+  struct stat st;
+  if (fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? Status() : ErrnoStatus("stat " + shown);
+  if (S_ISDIR(st.st_mode)) {
+    if (depth > kMaxPurgeDepth)
+      return Status::Failure(shown + ": nested more than " + std::to_string(kMaxPurgeDepth) +
+                             " directories deep; not removed");
+    UniqueFd dir(openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dir.valid()) {
+      auto names = ListNames(dir.get(), shown);
+      if (!names.ok()) return names.status();
+      for (const std::string& child : *names) {
+        Status s = RemoveTree(dir.get(), child, shown + "/" + PrintableName(child), depth + 1, result);
+        if (!s.ok()) return s;
+      }
+      if (unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+        return ErrnoStatus("remove " + shown);
+      return {};
+    }
+    if (errno != ELOOP && errno != ENOTDIR) return ErrnoStatus("open " + shown);
+    // Replaced by a symlink or a file since the fstatat: remove that.
+  }
+  if (unlinkat(parent, name.c_str(), 0) != 0 && errno != ENOENT)
+    return ErrnoStatus("remove " + shown);
+  if (S_ISREG(st.st_mode)) {
+    ++result->files;
+    result->bytes += static_cast<uint64_t>(st.st_size);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<CacheListing> ListBuildIdCache(const std::string& dir) {
+  auto root = OpenExistingRoot(dir);
+  if (!root.ok()) return root.status();
+  CacheListing out;
+  bool refused = false;
+  const std::vector<std::string> link_dir = {kLinkDir};
+  auto links = OpenDirs(root->get(), dir, link_dir, 1, /*create=*/false, &refused);
+  if (!links.ok()) {
+    if (links.status().error_number() == ENOENT) return out;  // an empty cache
+    return links.status();
+  }
+  auto subdirs = ListNames(links->get(), dir + "/" + kLinkDir);
+  if (!subdirs.ok()) return subdirs.status();
+  for (const std::string& xx : *subdirs) {
+    const std::vector<std::string> one = {xx};
+    auto sub = OpenDirs(links->get(), dir + "/" + kLinkDir, one, 1, false, &refused);
+    if (xx.size() != 2 || !IsLowerHex(xx) || !sub.ok()) {
+      ++out.foreign_links;
+      continue;
+    }
+    auto names = ListNames(sub->get(), dir + "/" + kLinkDir + "/" + xx);
+    if (!names.ok()) return names.status();
+    for (const std::string& rest : *names) {
+      if (rest[0] == '.') continue;  // a temporary link of a writer
+      const std::string hex = xx + rest;
+      const std::optional<std::string> target = ReadLinkAt(sub->get(), rest);
+      // Ours: ../../<path>/<hex>, with a path that we could have stored.
+      const std::string prefix = "../../", suffix = "/" + hex;
+      if (!IsLowerHex(rest) || !target || target->size() <= prefix.size() + suffix.size() ||
+          target->compare(0, prefix.size(), prefix) != 0 ||
+          target->compare(target->size() - suffix.size(), suffix.size(), suffix) != 0) {
+        ++out.foreign_links;
+        continue;
+      }
+      const std::string stored =
+          target->substr(prefix.size(), target->size() - prefix.size() - suffix.size());
+      auto components = CacheComponents("/" + stored);
+      if (!components.ok() || Join(*components) != stored) {
+        ++out.foreign_links;
+        continue;
+      }
+      CacheEntry e;
+      e.build_id = hex;
+      e.path = (stored[0] == '[' ? "" : "/") + stored;
+      std::vector<std::string> entry = *components;
+      entry.push_back(hex);
+      if (auto d = OpenDirs(root->get(), dir, entry, entry.size(), false, &refused); d.ok()) {
+        if (auto file = EntryFile(d->get())) {
+          e.file_name = file->first;
+          e.size = file->second;
+        }
+      }
+      out.bytes += e.size;
+      out.entries.push_back(std::move(e));
+    }
+  }
+  std::sort(out.entries.begin(), out.entries.end(), [](const CacheEntry& a, const CacheEntry& b) {
+    return std::tie(a.path, a.build_id) < std::tie(b.path, b.build_id);
+  });
+  return out;
+}
+
+Result<PurgeResult> PurgeBuildIdCache(const std::string& dir, const std::string& path) {
+  auto components = CacheComponents(path);
+  if (!components.ok()) return components.status();
+  auto root = OpenExistingRoot(dir);
+  if (!root.ok()) return root.status();
+  PurgeResult result;
+  bool refused = false;
+  const std::vector<std::string>& names = *components;
+  const std::string shown = dir + "/" + PrintableName(Join(names));
+  auto path_dir = OpenDirs(root->get(), dir, names, names.size(), /*create=*/false, &refused);
+  if (!path_dir.ok()) {
+    if (path_dir.status().error_number() == ENOENT) return result;  // nothing cached
+    return path_dir.status();
+  }
+  auto children = ListNames(path_dir->get(), shown);
+  if (!children.ok()) return children.status();
+  for (const std::string& hex : *children) {
+    // An entry is a <build-id hex> directory holding a cached file; other
+    // names are deeper paths (purged by their own path).
+    if (hex.size() < 4 || hex.size() % 2 != 0 || !IsLowerHex(hex)) continue;
+    const std::vector<std::string> one = {hex};
+    auto entry = OpenDirs(path_dir->get(), shown, one, 1, false, &refused);
+    if (!entry.ok() || !EntryFile(entry->get())) continue;
+    // Its .build-id link, if it leads here (another path may have the id).
+    const std::vector<std::string> link_dir = {kLinkDir, hex.substr(0, 2)};
+    if (auto links = OpenDirs(root->get(), dir, link_dir, 2, false, &refused); links.ok()) {
+      const std::string rest = hex.substr(2);
+      if (ReadLinkAt(links->get(), rest) == "../../" + Join(names) + "/" + hex &&
+          unlinkat(links->get(), rest.c_str(), 0) != 0 && errno != ENOENT)
+        return ErrnoStatus("remove " + dir + "/" + kLinkDir + "/" + hex.substr(0, 2) + "/" + rest);
+    }
+    if (Status s = RemoveTree(path_dir->get(), hex, shown + "/" + hex, 0, &result); !s.ok())
+      return s;
+    ++result.entries;
+  }
+  // The path's directories, deepest first, as long as they are empty.
+  path_dir->Reset();
+  for (size_t n = names.size(); n > 0; --n) {
+    auto parent = OpenDirs(root->get(), dir, names, n - 1, false, &refused);
+    if (!parent.ok() || unlinkat(parent->get(), names[n - 1].c_str(), AT_REMOVEDIR) != 0) break;
+  }
+  return result;
+}
+
+Result<PurgeResult> PurgeAllBuildIdCache(const std::string& dir) {
+  auto root = OpenExistingRoot(dir);
+  if (!root.ok()) return root.status();
+  struct stat st;
+  if (fstatat(root->get(), kLinkDir, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode))
+    return Status::Failure(dir + ": no " + kLinkDir +
+                           " directory in it, so not a build-id cache; nothing removed");
+  auto listing = ListBuildIdCache(dir);
+  PurgeResult result;
+  result.entries = listing.ok() ? listing->entries.size() : 0;
+  auto names = ListNames(root->get(), dir);
+  if (!names.ok()) return names.status();
+  for (const std::string& name : *names) {
+    if (Status s = RemoveTree(root->get(), name, dir + "/" + PrintableName(name), 0, &result); !s.ok())
+      return s;
+  }
+  return result;
 }
 
 }  // namespace mmap3

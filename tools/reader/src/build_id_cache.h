@@ -211,6 +211,32 @@ class BuildIdCache {
 // "~/.debug" expanded from $HOME (or "/root/.debug" without HOME).
 std::string DefaultBuildIdCacheDir();
 
+// Maintenance of a cache directory (the buildid-cache command).  None of
+// them follows a symlink below `dir`.
+struct CacheEntry {
+  std::string build_id;   // hex, from the .build-id link's name
+  std::string path;       // the recorded path ("/usr/lib/x.so", "[vdso]")
+  std::string file_name;  // "elf", "vdso", "kallsyms", "debug"; "" if none is there
+  uint64_t size = 0;
+};
+struct CacheListing {
+  std::vector<CacheEntry> entries;  // sorted by path, then build-id
+  uint64_t bytes = 0;
+  uint64_t foreign_links = 0;  // .build-id entries that are not links into this cache
+};
+Result<CacheListing> ListBuildIdCache(const std::string& dir);
+
+struct PurgeResult {
+  uint64_t entries = 0;  // <path>/<build-id> directories removed
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+};
+// Removes every cached version of `path` and the links to them.
+Result<PurgeResult> PurgeBuildIdCache(const std::string& dir, const std::string& path);
+// Removes everything inside `dir`, which must hold a .build-id directory
+// (so a mistyped --buildid-dir does not empty some other directory).
+Result<PurgeResult> PurgeAllBuildIdCache(const std::string& dir);
+
 }  // namespace mmap3
 
 #endif  // MMAP3_READER_BUILD_ID_CACHE_H_

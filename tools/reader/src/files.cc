@@ -65,6 +65,22 @@ Result<UniqueFd> OpenRegularFileAt(int dir, const std::string& name, const std::
   return ReopenIfRegular(std::move(pfd), shown);
 }
 
+std::string PrintableName(std::string_view name) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(name.size());
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path) {
   const auto* p = static_cast<const uint8_t*>(data);
   while (size > 0) {

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "result.h"
 
@@ -63,6 +64,11 @@ Result<UniqueFd> OpenRegularFile(const std::string& path);
 // there (one is an error, as any other kind of file is); `shown` names the
 // file in errors.
 Result<UniqueFd> OpenRegularFileAt(int dir, const std::string& name, const std::string& shown);
+
+// `name` as it may be printed: control bytes (a file name may hold any byte
+// but '/' and NUL) written as \xNN, so that a message stays on one line and
+// cannot drive the terminal.
+std::string PrintableName(std::string_view name);
 
 // Writes all `size` bytes at `offset` (pwrite, retried on EINTR and short
 // writes); `path` names the file in the error.

@@ -142,6 +142,11 @@ std::string CacheSummary(const std::string& dir, const BuildIdCache::Stats& c) {
   return out + " ]\n";
 }
 
+// "1 entry", "2 entries".
+std::string Count(uint64_t n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+
 int Main(int argc, char** argv);
 
 }  // namespace
@@ -221,6 +226,18 @@ int Main(int argc, char** argv) {
       ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case));
   report->add_flag("-g,--call-graph", report_callchains, "Use call chains (for --format folded)");
   report->add_option("--buildid-dir", cache_dir, "Build-id cache directory (default ~/.debug)");
+
+  // buildid-cache
+  CLI::App* buildid_cache =
+      app.add_subcommand("buildid-cache", "List or purge the build-id cache");
+  bool cache_list = false, cache_purge_all = false;
+  std::vector<std::string> cache_purge;
+  buildid_cache->add_option("--buildid-dir", cache_dir,
+                            "Build-id cache directory (default ~/.debug)");
+  buildid_cache->add_flag("-l,--list", cache_list, "List the cached files");
+  buildid_cache->add_option("-p,--purge", cache_purge,
+                            "Remove every cached version of this path (repeatable)");
+  buildid_cache->add_flag("-P,--purge-all", cache_purge_all, "Remove everything in the cache");
 
   // inject
   CLI::App* inject = app.add_subcommand(
@@ -360,6 +377,45 @@ int Main(int argc, char** argv) {
     auto model = RunReport(opts);
     if (!model.ok()) return Fail(model.status());
     PrintReport(*model, format);
+    return kExitOk;
+  }
+  if (buildid_cache->parsed()) {
+    const int actions = (cache_list ? 1 : 0) + (cache_purge.empty() ? 0 : 1) + (cache_purge_all ? 1 : 0);
+    if (actions != 1)
+      return usage("buildid-cache needs one of --list, --purge PATH or --purge-all", buildid_cache);
+    if (cache_list) {
+      auto listing = ListBuildIdCache(cache_dir);
+      if (!listing.ok()) return Fail(listing.status());
+      for (const CacheEntry& e : listing->entries) {
+        fmt::print("{} {:>12} {}{}\n", e.build_id, e.size, PrintableName(e.path),
+                   e.file_name.empty() ? "  (no file)" : "");
+      }
+      std::cout.flush();
+      fmt::print(stderr, "[ {}: {}, {} bytes{} ]\n", cache_dir,
+                 Count(listing->entries.size(), "entry", "entries"), listing->bytes,
+                 listing->foreign_links
+                     ? fmt::format("; {} .build-id entries that are not links into it (ignored)",
+                                   listing->foreign_links)
+                     : "");
+      return kExitOk;
+    }
+    if (cache_purge_all) {
+      auto purged = PurgeAllBuildIdCache(cache_dir);
+      if (!purged.ok()) return Fail(purged.status());
+      fmt::print(stderr, "[ {}: removed {} ({}, {} bytes) ]\n", cache_dir,
+                 Count(purged->entries, "entry", "entries"), Count(purged->files, "file", "files"),
+                 purged->bytes);
+      return kExitOk;
+    }
+    for (const std::string& path : cache_purge) {
+      auto purged = PurgeBuildIdCache(cache_dir, path);
+      if (!purged.ok()) return Fail(purged.status());
+      if (purged->entries == 0)
+        fmt::print(stderr, "[ {}: nothing cached for {} ]\n", cache_dir, PrintableName(path));
+      else
+        fmt::print(stderr, "[ {}: removed {} of {} ({} bytes) ]\n", cache_dir,
+                   Count(purged->entries, "entry", "entries"), PrintableName(path), purged->bytes);
+    }
     return kExitOk;
   }
   if (inject->parsed()) {

@@ -626,5 +626,141 @@ TEST(BuildIdCacheWorkerTest, LiveCopiesDoNotWaitBehindBackgroundOnes) {
   EXPECT_TRUE(fs::exists(BuildIdCache::ElfPath(cache.path(), live, Id(kIdV2))));
 }
 
+class BuildIdCacheMaintenanceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lib_ = dir_.File("libx.so");
+    other_ = dir_.File("liby.so");
+    ASSERT_TRUE(testing::BuildSharedLibrary(lib_, "x_fn", kIdV1));
+    ASSERT_TRUE(testing::BuildSharedLibrary(other_, "y_fn", kIdV2));
+  }
+  // Two versions of lib_ (v1, then v3 at the same path) and other_.
+  void Fill(const std::string& cache) {
+    BuildIdCache c(cache);
+    UniqueFd fd = OpenRead(lib_);
+    ASSERT_TRUE(c.Insert(Id(kIdV1), lib_, fd.get()).ok());
+    const std::string v3 = dir_.File("v3.so");
+    ASSERT_TRUE(testing::BuildSharedLibrary(v3, "x_fn", testing::kIdV3));
+    fd = OpenRead(v3);
+    ASSERT_TRUE(c.Insert(Id(testing::kIdV3), lib_, fd.get()).ok());
+    fd = OpenRead(other_);
+    ASSERT_TRUE(c.Insert(Id(kIdV2), other_, fd.get()).ok());
+    ASSERT_TRUE(c.InsertContents(Id("abcd"), "[kernel.kallsyms]", "kallsyms", "syms", 0400).ok());
+  }
+
+  TempDir dir_;
+  std::string lib_, other_;
+};
+
+TEST_F(BuildIdCacheMaintenanceTest, ListsEveryEntryAndIgnoresForeignLinks) {
+  TempDir cache, outside;
+  Victim victim(outside);
+  Fill(cache.path());
+  // A link that is not ours, into the victim directory: counted, not followed.
+  const std::string foreign = cache.path() + "/.build-id/ee/eeee";
+  fs::create_directories(fs::path(foreign).parent_path());
+  ASSERT_EQ(symlink(victim.dir().c_str(), foreign.c_str()), 0);
+  auto listing = ListBuildIdCache(cache.path());
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  ASSERT_EQ(listing->entries.size(), 4u);
+  std::vector<std::string> seen;
+  for (const CacheEntry& e : listing->entries)
+    seen.push_back(e.path + " " + e.build_id + " " + e.file_name);
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "/" + lib_.substr(1) + " " + kIdV1 + " elf",
+                      "/" + lib_.substr(1) + " " + testing::kIdV3 + " elf",
+                      other_ + " " + kIdV2 + " elf",
+                      "[kernel.kallsyms] abcd kallsyms",
+                  }));
+  EXPECT_EQ(listing->entries[0].size, fs::file_size(lib_));
+  EXPECT_EQ(listing->entries[3].size, 4u);
+  EXPECT_EQ(listing->foreign_links, 1u);
+  EXPECT_EQ(victim.Changes(), "");
+  // An empty or absent cache lists nothing; an absent one is no error.
+  TempDir empty;
+  auto none = ListBuildIdCache(empty.path());
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->entries.empty());
+}
+
+TEST_F(BuildIdCacheMaintenanceTest, PurgeRemovesEveryVersionOfOnePath) {
+  TempDir cache;
+  Fill(cache.path());
+  auto purged = PurgeBuildIdCache(cache.path(), lib_);
+  ASSERT_TRUE(purged.ok()) << purged.status().ToString();
+  EXPECT_EQ(purged->entries, 2u);
+  EXPECT_EQ(purged->files, 2u);
+  struct stat st;
+  EXPECT_NE(lstat(BuildIdCache::LinkPath(cache.path(), Id(kIdV1)).c_str(), &st), 0);
+  EXPECT_NE(lstat(BuildIdCache::LinkPath(cache.path(), Id(testing::kIdV3)).c_str(), &st), 0);
+  EXPECT_FALSE(fs::exists(cache.path() + lib_));  // its now empty directory too
+  // The rest is untouched.
+  auto listing = ListBuildIdCache(cache.path());
+  ASSERT_TRUE(listing.ok());
+  ASSERT_EQ(listing->entries.size(), 2u);
+  EXPECT_EQ(listing->entries[0].path, other_);
+  EXPECT_EQ(ReadAll(BuildIdCache::LinkPath(cache.path(), Id(kIdV2)) + "/elf"), ReadAll(other_));
+  // Nothing cached for a path: nothing removed, no error.
+  auto again = PurgeBuildIdCache(cache.path(), lib_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->entries, 0u);
+  // A path that could not have been stored is an error.
+  auto bad = PurgeBuildIdCache(cache.path(), "/tmp/../../etc");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("'..'"), std::string::npos) << bad.status().ToString();
+}
+
+TEST_F(BuildIdCacheMaintenanceTest, PurgingNeverFollowsPlantedSymlinks) {
+  for (bool all : {false, true}) {
+    SCOPED_TRACE(all ? "--purge-all" : "--purge");
+    TempDir cache, outside;
+    Victim victim(outside);
+    testing::WriteFile(victim.dir() + "/keep", "keep");
+    const timespec times[2] = {{1000000000, 0}, {1000000000, 0}};
+    utimensat(AT_FDCWD, victim.dir().c_str(), times, 0);
+    Fill(cache.path());
+    // Inside an entry: a link to the victim file and one to the directory.
+    const std::string entry = fs::path(BuildIdCache::ElfPath(cache.path(), lib_, Id(kIdV1)))
+                                  .parent_path()
+                                  .string();
+    ASSERT_EQ(symlink(victim.file().c_str(), (entry + "/debug").c_str()), 0);
+    ASSERT_EQ(symlink(victim.dir().c_str(), (entry + "/sub").c_str()), 0);
+    // Where the other path's directory is, a link to the victim directory.
+    const std::string other_dir = cache.path() + other_;
+    fs::remove_all(other_dir);
+    ASSERT_EQ(symlink(victim.dir().c_str(), other_dir.c_str()), 0);
+    if (all) {
+      auto purged = PurgeAllBuildIdCache(cache.path());
+      ASSERT_TRUE(purged.ok()) << purged.status().ToString();
+      EXPECT_TRUE(fs::is_empty(cache.path()));
+    } else {
+      auto purged = PurgeBuildIdCache(cache.path(), lib_);
+      ASSERT_TRUE(purged.ok()) << purged.status().ToString();
+      EXPECT_FALSE(fs::exists(entry));
+      auto refused = PurgeBuildIdCache(cache.path(), other_);
+      ASSERT_FALSE(refused.ok());
+      EXPECT_NE(refused.status().ToString().find("a symbolic link inside the build-id cache"),
+                std::string::npos)
+          << refused.status().ToString();
+    }
+    EXPECT_EQ(ReadAll(victim.file()), "precious");
+    EXPECT_EQ(ReadAll(victim.dir() + "/keep"), "keep");
+    struct stat st;
+    ASSERT_EQ(stat(victim.dir().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mtim.tv_sec, 1000000000) << "the outside directory was written";
+  }
+}
+
+TEST_F(BuildIdCacheMaintenanceTest, PurgeAllRefusesADirectoryThatIsNotACache) {
+  TempDir notcache;
+  testing::WriteFile(notcache.File("thesis.tex"), "years of work");
+  auto purged = PurgeAllBuildIdCache(notcache.path());
+  ASSERT_FALSE(purged.ok());
+  EXPECT_NE(purged.status().ToString().find("not a build-id cache; nothing removed"),
+            std::string::npos)
+      << purged.status().ToString();
+  EXPECT_EQ(ReadAll(notcache.File("thesis.tex")), "years of work");
+}
+
 }  // namespace
 }  // namespace mmap3
