@@ -612,10 +612,12 @@ BuildIdCache::Outcome BuildIdCache::DoInsert(const Request& r, Status* status) {
   struct stat written;
   if (fstat(tmp->fd.get(), &written) != 0) return failed(ErrnoStatus("stat " + tmp_shown));
   // Read back from the descriptor: the path could name another file by now.
-  if (Status s = verify(tmp->fd.get(), static_cast<uint64_t>(written.st_size)); !s.ok())
+  if (Status s = verify(tmp->fd.get(), static_cast<uint64_t>(written.st_size)); !s.ok()) {
+    if (!r.elf) return fail(Outcome::kFailed, std::move(s));  // our own bytes read back wrong
     return fail(Outcome::kMismatch,
                 Status::Failure(fmt::format("'{}' changed before it could be cached ({})",
                                             PrintableName(r.path), s.ToString())));
+  }
   if (before_publish_) before_publish_(r.id);
   bool kept = false;
   if (Status s = Publish(*tmp, r.file_name, entry_shown, accept, &kept); !s.ok()) return failed(s);
