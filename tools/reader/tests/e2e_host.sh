@@ -250,9 +250,17 @@ start_recorder() {
 	mkfifo "$W/$name.ctl" "$W/$name.ack"
 	"$READER_BIN" record --control "fifo:$W/$name.ctl,$W/$name.ack" "$@" &
 	rec_pid=$!
-	timeout 300 bash -c 'echo ping >"$1" && read -r a <"$2" && [ "$a" = ack ]' _ \
-		"$W/$name.ctl" "$W/$name.ack" ||
+	control "$name" ping ||
 		{ kill -KILL $rec_pid 2>/dev/null; fail "mmap3-reader record $* did not answer a ping within 300 s"; }
+}
+
+# control NAME COMMAND: sends COMMAND to the recorder started as NAME and
+# waits (300 s at most) for its ack.  The ack FIFO is opened before the
+# command is sent: a recorder that stops and exits before we opened it
+# would take its unread answer with it.
+control() {
+	timeout 300 bash -c 'exec 4<>"$2"; echo "$3" >"$1" && read -r a <&4 && [ "$a" = ack ]' _ \
+		"$W/$1.ctl" "$W/$1.ack" "$2"
 }
 
 # alive PID: the process exists and is neither a zombie nor dead
@@ -471,8 +479,7 @@ t_control_stop_ends_the_capture() {
 	start_recorder ctlstop -a -F 1000 -o "$W/ctlstop.data" --no-buildid-cache 2>"$W/ctlstop.err"
 	"$W/prog" 100
 	echo bogus >"$W/ctlstop.ctl"
-	timeout 300 bash -c 'echo stop >"$1" && read -r a <"$2" && [ "$a" = ack ]' _ \
-		"$W/ctlstop.ctl" "$W/ctlstop.ack" || fail "no ack for stop"
+	control ctlstop stop || fail "no ack for stop"
 	local rc=0
 	finish $rec_pid || rc=$?
 	[ $rc -eq 0 ] || fail "record exited $rc after stop"
