@@ -291,7 +291,7 @@ void elf_spec_build_id(const struct elf_spec *spec, unsigned char *id,
 
 static size_t put_note(unsigned char *buf, size_t off, uint32_t namesz,
 		       uint32_t descsz, uint32_t type, size_t ndesc,
-		       unsigned char seed)
+		       unsigned char seed, size_t align)
 {
 	Elf64_Nhdr n = { .n_namesz = namesz, .n_descsz = descsz, .n_type = type };
 	size_t i;
@@ -300,7 +300,7 @@ static size_t put_note(unsigned char *buf, size_t off, uint32_t namesz,
 	memcpy(buf + off + sizeof(n), "GNU", 4);
 	for (i = 0; i < ndesc; i++)
 		buf[off + sizeof(n) + 4 + i] = seed + i;
-	return sizeof(n) + 4 + ((ndesc + 3) & ~3UL);
+	return sizeof(n) + 4 + ((ndesc + align - 1) & ~(align - 1));
 }
 
 static unsigned char *elf_build(const struct elf_spec *spec, size_t *out_size)
@@ -317,8 +317,10 @@ static unsigned char *elf_build(const struct elf_spec *spec, size_t *out_size)
 		0x0f, 0x05,			/* syscall */
 	};
 	unsigned char *buf = calloc(1, size);
-	uint64_t note_pos, note_len;
-	uint16_t phnum = 2;
+	size_t align = spec->align8 ? 8 : 4, id_off = note_off;
+	uint64_t note_pos, note_len, seg_len;
+	uint16_t phnum = spec->second_segment ? 3 : 2;
+	unsigned int k;
 
 	if (!buf)
 		abort();
@@ -326,13 +328,21 @@ static unsigned char *elf_build(const struct elf_spec *spec, size_t *out_size)
 		descsz = 16;	/* NT_GNU_ABI_TAG instead */
 		type = 1;
 	}
-	note_len = put_note(buf, note_off, namesz, descsz, type,
-			    descsz, spec->id_seed);
+	/* Other notes first: 9-byte descriptors, so the padding matters */
+	for (k = 0; k < spec->notes_before; k++)
+		id_off += put_note(buf, id_off, namesz, 9, 0x100, 9, 0x33, align);
+	seg_len = id_off - note_off;
+	if (spec->second_segment)
+		id_off += 64;
+	note_len = put_note(buf, id_off, namesz, descsz, type,
+			    descsz, spec->id_seed, align);
+	if (!spec->second_segment)
+		note_len += id_off - note_off;
 	note_pos = note_off;
 	if (spec->damage == ELF_NAMESZ_OVERFLOW)
-		((Elf64_Nhdr *)(buf + note_off))->n_namesz = 0xffffffff;
+		((Elf64_Nhdr *)(buf + id_off))->n_namesz = 0xffffffff;
 	if (spec->damage == ELF_DESCSZ_OVERFLOW)
-		((Elf64_Nhdr *)(buf + note_off))->n_descsz = 0xffffffff;
+		((Elf64_Nhdr *)(buf + id_off))->n_descsz = 0xffffffff;
 	if (spec->damage == ELF_NOTE_PAST_EOF)
 		note_pos = size + 4096;
 	if (spec->damage == ELF_HUGE_PHNUM)
@@ -359,7 +369,16 @@ static unsigned char *elf_build(const struct elf_spec *spec, size_t *out_size)
 			.p_flags = PF_R | PF_X, .p_align = 0x1000 };
 		ph[1] = (Elf32_Phdr){ .p_type = PT_NOTE, .p_offset = note_pos,
 			.p_vaddr = FIX_VADDR + note_off, .p_filesz = note_len,
-			.p_memsz = note_len, .p_flags = PF_R, .p_align = 4 };
+			.p_memsz = note_len, .p_flags = PF_R, .p_align = align };
+		if (spec->second_segment) {
+			ph[1].p_filesz = ph[1].p_memsz = seg_len;
+			ph[2] = (Elf32_Phdr){ .p_type = PT_NOTE,
+				.p_offset = spec->damage == ELF_NOTE_PAST_EOF ?
+					    note_pos : id_off,
+				.p_vaddr = FIX_VADDR + id_off,
+				.p_filesz = note_len, .p_memsz = note_len,
+				.p_flags = PF_R, .p_align = align };
+		}
 	} else {
 		Elf64_Ehdr *e = (Elf64_Ehdr *)buf;
 		Elf64_Phdr *ph = (Elf64_Phdr *)(buf + phoff);
@@ -381,7 +400,16 @@ static unsigned char *elf_build(const struct elf_spec *spec, size_t *out_size)
 			.p_flags = PF_R | PF_X, .p_align = 0x1000 };
 		ph[1] = (Elf64_Phdr){ .p_type = PT_NOTE, .p_offset = note_pos,
 			.p_vaddr = FIX_VADDR + note_off, .p_filesz = note_len,
-			.p_memsz = note_len, .p_flags = PF_R, .p_align = 4 };
+			.p_memsz = note_len, .p_flags = PF_R, .p_align = align };
+		if (spec->second_segment) {
+			ph[1].p_filesz = ph[1].p_memsz = seg_len;
+			ph[2] = (Elf64_Phdr){ .p_type = PT_NOTE,
+				.p_offset = spec->damage == ELF_NOTE_PAST_EOF ?
+					    note_pos : id_off,
+				.p_vaddr = FIX_VADDR + id_off,
+				.p_filesz = note_len, .p_memsz = note_len,
+				.p_flags = PF_R, .p_align = align };
+		}
 	}
 	if (spec->damage == ELF_TRUNCATED)
 		size = phoff + 20;

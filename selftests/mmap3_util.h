@@ -120,7 +120,10 @@ struct elf_spec {
 	size_t phoff;		/* 0: right after the ELF header */
 	size_t size;		/* 0: 8192 */
 	bool executable;	/* x86-64 ET_EXEC that exits 0 */
-	enum elf_damage damage;
+	enum elf_damage damage;	/* of the build-id note (or its segment) */
+	unsigned int notes_before; /* other notes before the build-id note */
+	bool second_segment;	/* the other notes in a PT_NOTE of their own */
+	bool align8;		/* PT_NOTE aligned to 8, notes padded to 8 */
 };
 
 /* Write @spec to @path (via a temporary and rename() if @replace). */
