@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,8 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -148,17 +151,62 @@ static int set_sysctl(const char *path, int v)
 			     PERF_MMAP3_CAP_PATH);			\
 	} while (0)
 
+#define MAX_KIDS	4
+#define MAX_MOUNTS	4
+
 FIXTURE(mmap3) {
 	char dir[64];
 	struct mmap3_event ev;
 	struct rec_list recs;
+	/* Cleaned up by FIXTURE_TEARDOWN, also after a failed ASSERT */
+	struct fuse_backing fuse;	/* a FUSE mount and its daemon */
+	pid_t kids[MAX_KIDS];		/* children not reaped yet */
+	char mounts[MAX_MOUNTS][PATH_MAX];	/* detached last first */
+	int nr_mounts;
 };
+
+/* wait_exit() for a noted child; 1: reaped and forgotten */
+static int reap_kid(FIXTURE_DATA(mmap3) *self, pid_t pid, int *status,
+		    int timeout_ms)
+{
+	int i, ret = wait_exit(pid, status, timeout_ms);
+
+	if (ret == 1)
+		for (i = 0; i < MAX_KIDS; i++)
+			if (self->kids[i] == pid)
+				self->kids[i] = 0;
+	return ret;
+}
+
+/*
+ * Children first get SIGKILL; stopping the FUSE daemon then ends every
+ * request they may wait for; only then can they all be reaped.
+ */
+static void clean_up_kids_and_mounts(FIXTURE_DATA(mmap3) *self)
+{
+	int i, status;
+
+	for (i = 0; i < MAX_KIDS; i++)
+		if (self->kids[i])
+			kill(self->kids[i], SIGKILL);
+	fuse_backing_stop(&self->fuse, 10 * 1000);
+	for (i = 0; i < MAX_KIDS; i++) {
+		if (!self->kids[i])
+			continue;
+		if (reap_kid(self, self->kids[i], &status, 60 * 1000) != 1)
+			fprintf(stderr, "# child %d not reaped 60 s after SIGKILL and FUSE abort\n",
+				self->kids[i]);
+	}
+	while (self->nr_mounts > 0)
+		umount2(self->mounts[--self->nr_mounts], MNT_DETACH);
+}
 
 FIXTURE_SETUP(mmap3)
 {
 	int err;
 
 	self->ev.fd = -1;
+	fuse_backing_init(&self->fuse);
 	restore_sysctls();	/* left by a test that timed out */
 	if (!mmap3_supported())
 		SKIP(return, "kernel has no MMAP3 (%s missing)", PERF_MMAP3_CAP_PATH);
@@ -170,6 +218,7 @@ FIXTURE_SETUP(mmap3)
 
 FIXTURE_TEARDOWN(mmap3)
 {
+	clean_up_kids_and_mounts(self);
 	mmap3_close(&self->ev);
 	rec_list_free(&self->recs);
 	if (self->dir[0])
@@ -807,6 +856,114 @@ TEST_F(mmap3, overlayfs_mapping_reports_build_id)
 	expect_build_id(_metadata, map_and_record(&self->ev, &self->recs, path, 0),
 			&v2, path);
 	ASSERT_EQ(0, umount(merged));
+}
+
+/*
+ * FUSE mounts served by selftests/fuse_backing, in the test's directory:
+ * BACKING is what "another machine" changes, MNT what this kernel sees.
+ * Returns false if the test was skipped (no FUSE in this kernel).
+ */
+static bool start_fuse(struct __test_metadata *_metadata,
+		       FIXTURE_DATA(mmap3) *self, const char *hang, bool log,
+		       char backing[PATH_MAX], char mnt[PATH_MAX])
+{
+	char daemon[PATH_MAX];
+	const char *problem;
+
+	if (access("/dev/fuse", R_OK | W_OK)) {
+		SKIP(return false, "no FUSE here (/dev/fuse: %s)", strerror(errno));
+	}
+	snprintf(backing, PATH_MAX, "%s/backing", self->dir);
+	snprintf(mnt, PATH_MAX, "%s/mnt", self->dir);
+	snprintf(daemon, sizeof(daemon), "%s/fuse_backing", exe_dir());
+	if (mkdir(backing, 0755) || mkdir(mnt, 0755)) {
+		ASSERT_TRUE(false) TH_LOG("mkdir: %s", strerror(errno));
+	}
+	problem = fuse_backing_start(&self->fuse, daemon, backing, mnt, hang, log,
+				     60 * 1000);
+	ASSERT_EQ(NULL, problem) TH_LOG("%s", problem);
+	return true;
+}
+
+/* The build ID of @path as read() returns it, parsed by libelf */
+static int build_id_by_read(const char *path, unsigned char *id,
+			    unsigned int *len)
+{
+	size_t size = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = -1;
+	ssize_t n;
+
+	if (fd < 0 || !buf)
+		goto out;
+	while ((n = read(fd, buf + size, cap - size)) > 0) {
+		size += n;
+		if (size == cap)
+			goto out;	/* our fixtures are smaller */
+	}
+	if (!n)
+		ret = mem_build_id(buf, size, id, len);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return ret;
+}
+
+/*
+ * A file on a network filesystem changes without this kernel ever giving
+ * anyone write access to it: another machine rewrote it.  FUSE stands for
+ * NFS here, its backing file rewritten in place behind the kernel's back.
+ * Once a read() through the mount returns the new contents, a mapping must
+ * not be reported with the build ID of the old ones: the new build ID, or
+ * no build ID at all.
+ */
+TEST_F_TIMEOUT(mmap3, fuse_remote_rewrite_never_serves_old_build_id, 300)
+{
+	struct elf_spec v1 = { .id_len = 20, .id_seed = 0x13 };
+	struct elf_spec v2 = { .id_len = 20, .id_seed = 0x37 };
+	char backing[PATH_MAX], mnt[PATH_MAX];
+	char lib[PATH_MAX + 16], path[PATH_MAX + 16], h1[41], h2[41];
+	unsigned char old_id[20], new_id[20], seen[20];
+	unsigned int old_len, new_len, seen_len = 0;
+	const struct perf_mmap3_record *m1, *m2;
+
+	REQUIRE_MMAP3();
+	if (!start_fuse(_metadata, self, NULL, false, backing, mnt))
+		return;
+	snprintf(lib, sizeof(lib), "%s/lib.so", backing);
+	snprintf(path, sizeof(path), "%s/lib.so", mnt);
+	elf_spec_build_id(&v1, old_id, &old_len);
+	elf_spec_build_id(&v2, new_id, &new_len);
+
+	ASSERT_EQ(0, elf_write(lib, &v1, false));
+	m1 = map_and_record(&self->ev, &self->recs, path, 0);
+	expect_build_id(_metadata, m1, &v1, path);
+
+	/* The other machine: same file, same size, new contents */
+	ASSERT_EQ(0, elf_rewrite_in_place(lib, &v2));
+	ASSERT_EQ(1, build_id_by_read(path, seen, &seen_len));
+	ASSERT_TRUE(seen_len == new_len && !memcmp(seen, new_id, new_len))
+		TH_LOG("test invalid: read() through %s still returns build ID %s after the backing file changed to %s",
+		       mnt, hex(seen, seen_len, h1), hex(new_id, new_len, h2));
+
+	m2 = map_and_record(&self->ev, &self->recs, path, 0);
+	ASSERT_NE(NULL, m2) TH_LOG("no MMAP3 record for the second mapping of %s", path);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m2->header, true));
+	/* One FUSE inode throughout: the kernel was not told of the change */
+	ASSERT_EQ(m1->ino, m2->ino);
+	if (m2->build_id_status != PERF_MMAP3_BUILD_ID_FOUND) {
+		TH_LOG("second mapping: no build ID, status %u", m2->build_id_status);
+		return;
+	}
+	ASSERT_FALSE(m2->build_id_size == old_len &&
+		     !memcmp(m2->build_id, old_id, old_len))
+		TH_LOG("the record carries build ID %s, which %s had before it was rewritten (it has %s now)",
+		       hex(old_id, old_len, h1), path, hex(new_id, new_len, h2));
+	ASSERT_EQ(new_len, m2->build_id_size);
+	ASSERT_EQ(0, memcmp(m2->build_id, new_id, new_len))
+		TH_LOG("record %s, file %s", hex(m2->build_id, m2->build_id_size, h1),
+		       hex(new_id, new_len, h2));
 }
 
 /* Runs where MMAP3 is absent (stock kernels, the host): the bit is refused */
