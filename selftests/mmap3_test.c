@@ -165,6 +165,24 @@ FIXTURE(mmap3) {
 	int nr_mounts;
 };
 
+/*
+ * Children killed and reaped by FIXTURE_TEARDOWN.  A test that reaps one
+ * itself goes through reap_kid(), which forgets it, so that no pid the
+ * kernel has handed to someone else since is ever killed.
+ */
+static void note_kid(FIXTURE_DATA(mmap3) *self, pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < MAX_KIDS; i++)
+		if (!self->kids[i]) {
+			self->kids[i] = pid;
+			return;
+		}
+	kill(pid, SIGKILL);
+	abort();
+}
+
 /* wait_exit() for a noted child; 1: reaped and forgotten */
 static int reap_kid(FIXTURE_DATA(mmap3) *self, pid_t pid, int *status,
 		    int timeout_ms)
@@ -964,6 +982,247 @@ TEST_F_TIMEOUT(mmap3, fuse_remote_rewrite_never_serves_old_build_id, 300)
 	ASSERT_EQ(0, memcmp(m2->build_id, new_id, new_len))
 		TH_LOG("record %s, file %s", hex(m2->build_id, m2->build_id_size, h1),
 		       hex(new_id, new_len, h2));
+}
+
+/* 1: a byte arrived on @fd within @timeout_ms; 0: it did not; -1: EOF, error */
+static int read_byte(int fd, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char c;
+
+	if (poll(&pfd, 1, timeout_ms) <= 0)
+		return 0;
+	return read(fd, &c, 1) == 1 ? 1 : -1;
+}
+
+/*
+ * A child that opens @path, says so on @ready, waits for the go byte on @go
+ * and maps the file executable.  Exit status 0: mmap() returned a mapping,
+ * 23: it returned an error; 20-22: the child could not get that far.
+ */
+static void mapper_child(pid_t parent, const char *path, int ready, int go)
+{
+	void *p;
+	char c;
+	int fd;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+		_exit(20);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		_exit(21);
+	if (write(ready, "o", 1) != 1 || read(go, &c, 1) != 1)
+		_exit(22);
+	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	_exit(p == MAP_FAILED ? 23 : 0);
+}
+
+/* /proc/@pid/@name's first line into @buf ("?" if unreadable) */
+static const char *proc_line(pid_t pid, const char *name, char *buf, size_t size)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	snprintf(buf, size, "?");
+	f = fopen(path, "r");
+	if (!f)
+		return buf;
+	if (!fgets(buf, size, f))
+		snprintf(buf, size, "?");
+	buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/*
+ * Is @pid asleep inside mmap(2)?  Its state is D or S, /proc/PID/syscall
+ * names mmap, and it has not run since the caller's previous look: *@switches
+ * carries the task's context switch count from one call to the next.
+ */
+static bool asleep_in_mmap(pid_t pid, long long *switches)
+{
+	char buf[512], path[64], *state;
+	long long vol = -1, nonvol = -1, now;
+	int nr = -1;
+	FILE *f;
+	bool ret;
+
+	state = strrchr(proc_line(pid, "stat", buf, sizeof(buf)), ')');
+	if (!state || (state[2] != 'D' && state[2] != 'S'))
+		return false;
+	if (sscanf(proc_line(pid, "syscall", buf, sizeof(buf)), "%d", &nr) != 1 ||
+	    nr != __NR_mmap)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (fgets(buf, sizeof(buf), f)) {
+		sscanf(buf, "voluntary_ctxt_switches: %lld", &vol);
+		sscanf(buf, "nonvoluntary_ctxt_switches: %lld", &nonvol);
+	}
+	fclose(f);
+	now = vol + nonvol;
+	ret = vol >= 0 && nonvol >= 0 && now == *switches;
+	*switches = now;
+	return ret;
+}
+
+/* The test process maps a file while the mappers hang: in a thread, so that a
+ * stall is a failed bounded wait rather than the harness's timeout.
+ */
+static struct {
+	char path[PATH_MAX];
+	int err;
+	bool recorded;
+	unsigned char status, size, id[20];
+} own_mapping;
+
+static void *own_mapping_fn(void *arg)
+{
+	const struct perf_mmap3_record *m;
+	struct rec_list recs = { 0 };
+	struct mmap3_event ev;
+
+	/* The fixture's event is on the main thread only */
+	own_mapping.err = mmap3_open(&ev, 0, -1, EV_MMAP3, 16);
+	if (own_mapping.err)
+		return NULL;
+	m = map_and_record(&ev, &recs, own_mapping.path, 0);
+	if (m) {
+		own_mapping.recorded = true;
+		own_mapping.status = m->build_id_status;
+		own_mapping.size = m->build_id_size;
+		memcpy(own_mapping.id, m->build_id, sizeof(own_mapping.id));
+	}
+	rec_list_free(&recs);
+	mmap3_close(&ev);
+	return NULL;
+}
+
+/*
+ * A file whose reads never complete: a hung FUSE daemon, a hard NFS mount
+ * of a dead server.  Two tasks map it while an mmap3 event watches each:
+ * one waits for its own read of the file, the other behind it.  Nobody else
+ * waits for them, and SIGKILL ends each of them, the one behind first,
+ * while the read it waited for still hangs.
+ *
+ * Both open the file before either maps it: FUSE's open() drops the page
+ * cache (no keep_cache), which waits without a timeout or signals for a page
+ * being read.  That is FUSE's own and not what is tested here.
+ */
+TEST_F_TIMEOUT(mmap3, fuse_hanging_read_mapping_is_killable, 600)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x5a };
+	struct elf_spec own = { .id_len = 20, .id_seed = 0x6b };
+	char backing[PATH_MAX], mnt[PATH_MAX], hang[PATH_MAX + 16];
+	char path[PATH_MAX + 16], line[128], wchan[128], h1[41], h2[41];
+	unsigned char own_id[20];
+	unsigned int own_len;
+	struct mmap3_event kev[2];
+	int ready[2], go[2], i, r, status;
+	pid_t kid[2], parent = getpid(), reader = 0, waiter;
+	long long end, switches = -1;
+	bool waiter_exited = false;
+	struct timespec deadline;
+	pthread_t thread;
+
+	REQUIRE_MMAP3();
+	if (!start_fuse(_metadata, self, "hang.so", false, backing, mnt))
+		return;
+	snprintf(hang, sizeof(hang), "%s/hang.so", backing);
+	snprintf(path, sizeof(path), "%s/hang.so", mnt);
+	ASSERT_EQ(0, elf_write(hang, &spec, false));
+	ASSERT_EQ(0, pipe2(ready, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(go, O_CLOEXEC));
+	for (i = 0; i < 2; i++) {
+		kid[i] = fork();
+		ASSERT_GE(kid[i], 0);
+		if (!kid[i])
+			mapper_child(parent, path, ready[1], go[0]);
+		note_kid(self, kid[i]);
+		ASSERT_EQ(0, mmap3_open(&kev[i], kid[i], -1, EV_MMAP3, 16));
+	}
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(1, read_byte(ready[0], 60 * 1000))
+			TH_LOG("the mappers did not open %s within 60 s", path);
+	}
+	ASSERT_EQ(2, write(go[1], "gg", 2));
+
+	/* The first read to reach the daemon is held: its task is the reader */
+	ASSERT_EQ(1, fuse_backing_report(&self->fuse, line, sizeof(line), 60 * 1000))
+		TH_LOG("no read of %s reached the daemon within 60 s of two tasks mapping it",
+		       path);
+	ASSERT_EQ(1, sscanf(line, "hang %d", &reader)) TH_LOG("daemon said '%s'", line);
+	ASSERT_TRUE(reader == kid[0] || reader == kid[1])
+		TH_LOG("read held for task %d, not one of the mappers %d %d",
+		       reader, kid[0], kid[1]);
+	waiter = reader == kid[0] ? kid[1] : kid[0];
+
+	/* The other one waits inside mmap(), or did not wait at all */
+	end = monotonic_ms() + 60 * 1000;
+	while (!asleep_in_mmap(waiter, &switches)) {
+		r = reap_kid(self, waiter, &status, 0);
+		ASSERT_NE(-1, r);
+		if (r == 1) {
+			waiter_exited = true;
+			ASSERT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0 ||
+							  WEXITSTATUS(status) == 23))
+				TH_LOG("mapper %d: status 0x%x", waiter, status);
+			TH_LOG("mapper %d returned from mmap() (exit %d) while %d's read hangs",
+			       waiter, WEXITSTATUS(status), reader);
+			break;
+		}
+		ASSERT_LT(monotonic_ms(), end)
+			TH_LOG("mapper %d neither asleep in mmap() nor done 60 s after starting it (stat: %s)",
+			       waiter, proc_line(waiter, "stat", line, sizeof(line)));
+		usleep(20 * 1000);
+	}
+	if (!waiter_exited)
+		TH_LOG("reader %d asleep in %s, mapper %d in %s", reader,
+		       proc_line(reader, "wchan", line, sizeof(line)), waiter,
+		       proc_line(waiter, "wchan", wchan, sizeof(wchan)));
+
+	/* Meanwhile the test process maps a file of its own and is not held up */
+	snprintf(own_mapping.path, sizeof(own_mapping.path), "%s/own.so", self->dir);
+	ASSERT_EQ(0, elf_write(own_mapping.path, &own, false));
+	ASSERT_EQ(0, pthread_create(&thread, NULL, own_mapping_fn, NULL));
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 60;
+	ASSERT_EQ(0, pthread_timedjoin_np(thread, NULL, &deadline))
+		TH_LOG("mapping %s (tmpfs) took over 60 s while two tasks hang on %s",
+		       own_mapping.path, path);
+	ASSERT_EQ(0, own_mapping.err) TH_LOG("mmap3 event: %s", strerror(-own_mapping.err));
+	ASSERT_TRUE(own_mapping.recorded) TH_LOG("no record for %s", own_mapping.path);
+	elf_spec_build_id(&own, own_id, &own_len);
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, own_mapping.status);
+	ASSERT_EQ(own_len, own_mapping.size);
+	ASSERT_EQ(0, memcmp(own_id, own_mapping.id, own_len))
+		TH_LOG("record %s, file %s", hex(own_mapping.id, own_mapping.size, h1),
+		       hex(own_id, own_len, h2));
+
+	if (!waiter_exited) {
+		ASSERT_EQ(0, kill(waiter, SIGKILL));
+		ASSERT_EQ(1, reap_kid(self, waiter, &status, 60 * 1000))
+			TH_LOG("mapper %d, asleep in %s behind %d's read of %s, not reaped 60 s after SIGKILL",
+			       waiter, wchan, reader, path);
+		ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+			TH_LOG("mapper %d: status 0x%x", waiter, status);
+		/* ... while the read it waited for had not ended */
+		ASSERT_EQ(0, waitpid(reader, &status, WNOHANG))
+			TH_LOG("reader %d exited before it was killed", reader);
+	}
+	ASSERT_EQ(0, kill(reader, SIGKILL));
+	ASSERT_EQ(1, reap_kid(self, reader, &status, 60 * 1000))
+		TH_LOG("mapper %d, its read of %s held by the daemon, not reaped 60 s after SIGKILL",
+		       reader, path);
+	ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+		TH_LOG("mapper %d: status 0x%x", reader, status);
+	while (fuse_backing_report(&self->fuse, line, sizeof(line), 0) == 1)
+		TH_LOG("daemon: %s", line);
+	for (i = 0; i < 2; i++)
+		mmap3_close(&kev[i]);
 }
 
 /* Runs where MMAP3 is absent (stock kernels, the host): the bit is refused */
