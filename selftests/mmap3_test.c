@@ -1225,6 +1225,85 @@ TEST_F_TIMEOUT(mmap3, fuse_hanging_read_mapping_is_killable, 600)
 		mmap3_close(&kev[i]);
 }
 
+/*
+ * A child with an ordinary counting perf event on itself, like `perf stat`,
+ * that maps @path executable.  Exit status 0: mmap() returned a mapping and
+ * the counter counted; 30-33: what failed.
+ */
+static void counting_mapper_child(pid_t parent, const char *path)
+{
+	struct perf_event_attr attr;
+	uint64_t count = 0;
+	int ev, fd;
+	void *p;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+		_exit(30);
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_TASK_CLOCK;
+	ev = syscall(__NR_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (ev < 0)
+		_exit(30);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		_exit(31);
+	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED)
+		_exit(32);
+	if (read(ev, &count, sizeof(count)) != sizeof(count) || !count)
+		_exit(33);
+	_exit(0);
+}
+
+/*
+ * Only tasks an mmap3 event can see have their build IDs read: the mapping
+ * of a task that perf merely counts must not read the file.  An mmap3 event
+ * exists (on the test process), and the child Q, with only a counting event
+ * of its own, maps a file whose reads hang: its mmap() returns, and the
+ * daemon never sees a read from it.
+ */
+TEST_F_TIMEOUT(mmap3, capture_only_for_tasks_an_mmap3_event_sees, 300)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x7c };
+	char backing[PATH_MAX], mnt[PATH_MAX], hang[PATH_MAX + 16];
+	char path[PATH_MAX + 16], line[128];
+	pid_t q, parent = getpid(), who;
+	long long end;
+	int status, r, n;
+
+	REQUIRE_MMAP3();
+	if (!start_fuse(_metadata, self, "hang.so", false, backing, mnt))
+		return;
+	snprintf(hang, sizeof(hang), "%s/hang.so", backing);
+	snprintf(path, sizeof(path), "%s/hang.so", mnt);
+	ASSERT_EQ(0, elf_write(hang, &spec, false));
+
+	q = fork();
+	ASSERT_GE(q, 0);
+	if (!q)
+		counting_mapper_child(parent, path);
+	note_kid(self, q);
+	/* Until Q is done, or it reads the file (so would hang), at most 60 s */
+	end = monotonic_ms() + 60 * 1000;
+	while ((r = reap_kid(self, q, &status, 0)) == 0) {
+		n = fuse_backing_report(&self->fuse, line, sizeof(line), 20);
+		ASSERT_NE(-1, n) TH_LOG("the FUSE daemon went away");
+		if (n == 1 && sscanf(line, "hang %d", &who) == 1) {
+			ASSERT_NE(q, who)
+				TH_LOG("mmap() by task %d, which no mmap3 event can see (only a counting event), read %s",
+				       q, path);
+		}
+		ASSERT_LT(monotonic_ms(), end)
+			TH_LOG("task %d neither returned from mmap() of %s nor read it within 60 s",
+			       q, path);
+	}
+	ASSERT_EQ(1, r);
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status 0x%x", status);
+	ASSERT_EQ(0, WEXITSTATUS(status));
+}
+
 /* Runs where MMAP3 is absent (stock kernels, the host): the bit is refused */
 TEST(mmap3_bit_rejected_without_support)
 {
