@@ -196,6 +196,13 @@ static int reap_kid(FIXTURE_DATA(mmap3) *self, pid_t pid, int *status,
 	return ret;
 }
 
+static void note_mount(FIXTURE_DATA(mmap3) *self, const char *path)
+{
+	if (self->nr_mounts == MAX_MOUNTS)
+		abort();
+	snprintf(self->mounts[self->nr_mounts++], PATH_MAX, "%s", path);
+}
+
 /*
  * Children first get SIGKILL; stopping the FUSE daemon then ends every
  * request they may wait for; only then can they all be reaped.
@@ -1302,6 +1309,149 @@ TEST_F_TIMEOUT(mmap3, capture_only_for_tasks_an_mmap3_event_sees, 300)
 	ASSERT_EQ(1, r);
 	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status 0x%x", status);
 	ASSERT_EQ(0, WEXITSTATUS(status));
+}
+
+/* IN_ACCESS events in @fd's queue, for @wd1 and @wd2 (-1: none) */
+static void count_access(int fd, int wd1, int *n1, int wd2, int *n2)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t len;
+	char *p;
+
+	*n1 = *n2 = 0;
+	while ((len = read(fd, buf, sizeof(buf))) > 0) {
+		for (p = buf; p < buf + len;
+		     p += sizeof(struct inotify_event) + ((struct inotify_event *)p)->len) {
+			const struct inotify_event *e = (const void *)p;
+
+			if (!(e->mask & IN_ACCESS))
+				continue;
+			if (e->wd == wd1)
+				(*n1)++;
+			else if (e->wd == wd2)
+				(*n2)++;
+		}
+	}
+}
+
+static bool same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/*
+ * The build ID of a file on overlayfs is read from the page cache of the
+ * file underneath, never with a read of the overlay file (kernel_read()):
+ * that would be an IN_ACCESS event for inotify, and for fanotify a
+ * permission event asking a listener to approve a mapping.
+ *
+ * The overlay and its tmpfs are mounted strictatime, and the lower file's
+ * atime is put in the past: on 6.1 a mapping does not touch the atime of a
+ * file not copied up (overlayfs opens the real file O_NOATIME), so any
+ * change means something read the lower file.  Copied up, the file's atime
+ * changes with every mapping (ovl_mmap()), so there only inotify is asked.
+ * Both witnesses are shown to see a read() at the end of each part.
+ */
+TEST_F(mmap3, overlay_capture_does_not_read_the_file)
+{
+	struct elf_spec v1 = { .id_len = 20, .id_seed = 0x2d };
+	struct elf_spec v2 = { .id_len = 20, .id_seed = 0x4e };
+	const struct timespec past[2] = {
+		{ .tv_sec = 1000000000 }, { .tv_nsec = UTIME_OMIT },
+	};
+	char top[PATH_MAX], lower[PATH_MAX + 8], upper[PATH_MAX + 8];
+	char work[PATH_MAX + 8], merged[PATH_MAX + 8], opts[4 * PATH_MAX + 64];
+	char path[PATH_MAX + 16], lowerlib[PATH_MAX + 16], upperlib[PATH_MAX + 16];
+	const struct perf_mmap3_record *m;
+	unsigned char id[20];
+	unsigned int id_len;
+	int fd, wd_ovl, wd_low, wd_up, n_ovl, n_other;
+	struct stat before, after;
+
+	REQUIRE_MMAP3();
+	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0 && errno == ENOSYS)
+		SKIP(return, "no inotify in this kernel (CONFIG_INOTIFY_USER)");
+	ASSERT_GE(fd, 0);
+	snprintf(top, sizeof(top), "%s/t", self->dir);
+	ASSERT_EQ(0, mkdir(top, 0755));
+	ASSERT_EQ(0, mount("tmpfs", top, "tmpfs", MS_STRICTATIME, "mode=0755"))
+		TH_LOG("mount tmpfs: %s", strerror(errno));
+	note_mount(self, top);
+	snprintf(lower, sizeof(lower), "%s/lower", top);
+	snprintf(upper, sizeof(upper), "%s/upper", top);
+	snprintf(work, sizeof(work), "%s/work", top);
+	snprintf(merged, sizeof(merged), "%s/merged", top);
+	ASSERT_EQ(0, mkdir(lower, 0755));
+	ASSERT_EQ(0, mkdir(upper, 0755));
+	ASSERT_EQ(0, mkdir(work, 0755));
+	ASSERT_EQ(0, mkdir(merged, 0755));
+	snprintf(lowerlib, sizeof(lowerlib), "%s/lib.so", lower);
+	snprintf(upperlib, sizeof(upperlib), "%s/lib.so", upper);
+	snprintf(path, sizeof(path), "%s/lib.so", merged);
+	ASSERT_EQ(0, elf_write(lowerlib, &v1, false));
+	ASSERT_EQ(0, utimensat(AT_FDCWD, lowerlib, past, 0));
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
+		 lower, upper, work);
+	if (mount("overlay", merged, "overlay", MS_STRICTATIME, opts)) {
+		if (errno == ENODEV || errno == EPERM)
+			SKIP(return, "no overlayfs here: %s", strerror(errno));
+		ASSERT_EQ(0, errno);
+	}
+	note_mount(self, merged);
+	wd_ovl = inotify_add_watch(fd, path, IN_ACCESS);
+	wd_low = inotify_add_watch(fd, lowerlib, IN_ACCESS);
+	ASSERT_GE(wd_ovl, 0);
+	ASSERT_GE(wd_low, 0);
+	ASSERT_EQ(0, stat(lowerlib, &before));
+
+	/* Not copied up: the real file is the lower one */
+	m = map_and_record(&self->ev, &self->recs, path, 0);
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	/* Queued while mmap() ran, if at all: no waiting needed */
+	count_access(fd, wd_ovl, &n_ovl, wd_low, &n_other);
+	ASSERT_EQ(0, stat(lowerlib, &after));
+	ASSERT_EQ(0, n_ovl) TH_LOG("mapping %s read it: IN_ACCESS on the overlay file", path);
+	ASSERT_EQ(0, n_other) TH_LOG("mapping %s read the lower file: IN_ACCESS", path);
+	ASSERT_TRUE(same_time(&before.st_atim, &after.st_atim))
+		TH_LOG("mapping %s changed the lower file's atime: it read it", path);
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
+	elf_spec_build_id(&v1, id, &id_len);
+	ASSERT_EQ(id_len, m->build_id_size);
+	ASSERT_EQ(0, memcmp(id, m->build_id, id_len));
+	/* The witnesses see reads: libelf reads the overlay file, then ... */
+	expect_build_id(_metadata, m, &v1, path);
+	count_access(fd, wd_ovl, &n_ovl, wd_low, &n_other);
+	ASSERT_LT(0, n_ovl) TH_LOG("inotify saw no read() of %s: the test proves nothing", path);
+	/* ... the lower file directly */
+	ASSERT_EQ(1, file_build_id(lowerlib, id, &id_len));
+	count_access(fd, wd_ovl, &n_ovl, wd_low, &n_other);
+	ASSERT_LT(0, n_other) TH_LOG("inotify saw no read() of %s: the test proves nothing", lowerlib);
+	ASSERT_EQ(0, stat(lowerlib, &after));
+	ASSERT_FALSE(same_time(&before.st_atim, &after.st_atim))
+		TH_LOG("read() of %s left its atime: the test proves nothing", lowerlib);
+
+	/* Copied up (and rewritten): the real file is the upper one */
+	ASSERT_EQ(0, elf_rewrite_in_place(path, &v2));
+	ASSERT_EQ(0, access(upperlib, F_OK)) TH_LOG("%s not copied up", path);
+	wd_up = inotify_add_watch(fd, upperlib, IN_ACCESS);
+	ASSERT_GE(wd_up, 0);
+	count_access(fd, wd_ovl, &n_ovl, wd_up, &n_other);
+	m = map_and_record(&self->ev, &self->recs, path, 0);
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	count_access(fd, wd_ovl, &n_ovl, wd_up, &n_other);
+	ASSERT_EQ(0, n_ovl) TH_LOG("mapping %s read it: IN_ACCESS on the overlay file", path);
+	ASSERT_EQ(0, n_other) TH_LOG("mapping %s read the upper file: IN_ACCESS", path);
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
+	elf_spec_build_id(&v2, id, &id_len);
+	ASSERT_EQ(id_len, m->build_id_size);
+	ASSERT_EQ(0, memcmp(id, m->build_id, id_len));
+	expect_build_id(_metadata, m, &v2, path);
+	ASSERT_EQ(1, file_build_id(upperlib, id, &id_len));
+	count_access(fd, wd_ovl, &n_ovl, wd_up, &n_other);
+	ASSERT_LT(0, n_ovl) TH_LOG("inotify saw no read() of %s: the test proves nothing", path);
+	ASSERT_LT(0, n_other) TH_LOG("inotify saw no read() of %s: the test proves nothing", upperlib);
+	close(fd);
 }
 
 /* Runs where MMAP3 is absent (stock kernels, the host): the bit is refused */
