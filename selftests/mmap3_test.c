@@ -1454,6 +1454,90 @@ TEST_F(mmap3, overlay_capture_does_not_read_the_file)
 	close(fd);
 }
 
+/* GETATTR requests from task @pid the FUSE daemon reported, until now */
+static int fuse_getattrs(struct fuse_backing *fb, pid_t pid)
+{
+	char line[128];
+	int n = 0, who;
+
+	/* The daemon reports a request before it answers it: all are there */
+	while (fuse_backing_report(fb, line, sizeof(line), 0) == 1)
+		if (sscanf(line, "getattr %d", &who) == 1 && who == pid)
+			n++;
+	return n;
+}
+
+/*
+ * The same where inotify is missing (as in the project's test kernel), with
+ * the FUSE daemon as the witness: the lower layer is a FUSE mount.  A read()
+ * of a FUSE file, through the overlay or not, first revalidates the file's
+ * attributes (auto_inval_data; they expire at once here): a GETATTR request.
+ * Reading its page cache does not; a page not cached is a READ request.  So
+ * mmap() of the overlay file must not send a GETATTR, and a read() of the
+ * same open file afterwards shows that one would have been seen.
+ */
+TEST_F_TIMEOUT(mmap3, overlay_on_fuse_capture_does_not_read_the_file, 300)
+{
+	struct elf_spec v1 = { .id_len = 20, .id_seed = 0x3e };
+	char backing[PATH_MAX], mnt[PATH_MAX], upper[PATH_MAX + 8];
+	char work[PATH_MAX + 8], merged[PATH_MAX + 8], opts[4 * PATH_MAX + 64];
+	char lib[PATH_MAX + 16], path[PATH_MAX + 16], buf[64], h1[41], h2[41];
+	const struct perf_mmap3_record *m;
+	unsigned char id[20];
+	unsigned int id_len;
+	pid_t me = getpid();
+	void *p;
+	int fd;
+
+	REQUIRE_MMAP3();
+	if (!start_fuse(_metadata, self, NULL, true, backing, mnt))
+		return;
+	snprintf(lib, sizeof(lib), "%s/lib.so", backing);
+	ASSERT_EQ(0, elf_write(lib, &v1, false));
+	snprintf(upper, sizeof(upper), "%s/upper", self->dir);
+	snprintf(work, sizeof(work), "%s/work", self->dir);
+	snprintf(merged, sizeof(merged), "%s/merged", self->dir);
+	ASSERT_EQ(0, mkdir(upper, 0755));
+	ASSERT_EQ(0, mkdir(work, 0755));
+	ASSERT_EQ(0, mkdir(merged, 0755));
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
+		 mnt, upper, work);
+	if (mount("overlay", merged, "overlay", 0, opts)) {
+		if (errno == ENODEV || errno == EPERM)
+			SKIP(return, "no overlayfs here: %s", strerror(errno));
+		ASSERT_EQ(0, errno) TH_LOG("mount overlay on a FUSE lower: %s", strerror(errno));
+	}
+	note_mount(self, merged);
+	snprintf(path, sizeof(path), "%s/lib.so", merged);
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_GE(fd, 0) TH_LOG("%s: %s", path, strerror(errno));
+	fuse_getattrs(&self->fuse, me);		/* the open's */
+	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	ASSERT_EQ(0, fuse_getattrs(&self->fuse, me))
+		TH_LOG("mmap() of %s revalidated the attributes of the FUSE file under it, as read() does: the build ID was read with read()",
+		       path);
+	mmap3_collect(&self->ev, &self->recs);
+	munmap(p, 4096);
+	m = record_for(&self->recs, path, p);
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
+	elf_spec_build_id(&v1, id, &id_len);
+	ASSERT_EQ(id_len, m->build_id_size);
+	ASSERT_EQ(0, memcmp(id, m->build_id, id_len))
+		TH_LOG("record %s, file %s", hex(m->build_id, m->build_id_size, h1),
+		       hex(id, id_len, h2));
+
+	/* The witness sees a read() */
+	ASSERT_EQ(sizeof(buf), pread(fd, buf, sizeof(buf), 0));
+	ASSERT_LT(0, fuse_getattrs(&self->fuse, me))
+		TH_LOG("read() of %s sent the FUSE daemon no GETATTR: the test proves nothing",
+		       path);
+	close(fd);
+}
+
 /* Runs where MMAP3 is absent (stock kernels, the host): the bit is refused */
 TEST(mmap3_bit_rejected_without_support)
 {
