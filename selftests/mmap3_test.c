@@ -1468,13 +1468,36 @@ static int fuse_getattrs(struct fuse_backing *fb, pid_t pid)
 }
 
 /*
+ * Map the open overlay file @fd executable; the record, and the number of
+ * GETATTR requests the test process sent the FUSE daemon meanwhile.
+ */
+static const struct perf_mmap3_record *
+map_overlay_on_fuse(struct __test_metadata *_metadata, FIXTURE_DATA(mmap3) *self,
+		    int fd, const char *path, int *getattrs)
+{
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+
+	if (p == MAP_FAILED) {
+		ASSERT_TRUE(false) TH_LOG("mmap %s: %s", path, strerror(errno));
+	}
+	*getattrs = fuse_getattrs(&self->fuse, getpid());
+	mmap3_collect(&self->ev, &self->recs);
+	munmap(p, 4096);
+	return record_for(&self->recs, path, p);
+}
+
+/*
  * The same where inotify is missing (as in the project's test kernel), with
  * the FUSE daemon as the witness: the lower layer is a FUSE mount.  A read()
  * of a FUSE file, through the overlay or not, first revalidates the file's
  * attributes (auto_inval_data; they expire at once here): a GETATTR request.
- * Reading its page cache does not; a page not cached is a READ request.  So
- * mmap() of the overlay file must not send a GETATTR, and a read() of the
- * same open file afterwards shows that one would have been seen.
+ * Reading its page cache does not.  So mmap() of the overlay file must not
+ * send a GETATTR.
+ *
+ * First with the lower file's pages not cached (FUSE's open() dropped them):
+ * the right build ID or none.  Then a pread() of the same open file, which
+ * must send a GETATTR (the witness sees a read) and caches the pages, and a
+ * second mapping of it: now the build ID is there to be found.
  */
 TEST_F_TIMEOUT(mmap3, overlay_on_fuse_capture_does_not_read_the_file, 300)
 {
@@ -1485,15 +1508,14 @@ TEST_F_TIMEOUT(mmap3, overlay_on_fuse_capture_does_not_read_the_file, 300)
 	const struct perf_mmap3_record *m;
 	unsigned char id[20];
 	unsigned int id_len;
-	pid_t me = getpid();
-	void *p;
-	int fd;
+	int fd, getattrs;
 
 	REQUIRE_MMAP3();
 	if (!start_fuse(_metadata, self, NULL, true, backing, mnt))
 		return;
 	snprintf(lib, sizeof(lib), "%s/lib.so", backing);
 	ASSERT_EQ(0, elf_write(lib, &v1, false));
+	elf_spec_build_id(&v1, id, &id_len);
 	snprintf(upper, sizeof(upper), "%s/upper", self->dir);
 	snprintf(work, sizeof(work), "%s/work", self->dir);
 	snprintf(merged, sizeof(merged), "%s/merged", self->dir);
@@ -1512,29 +1534,43 @@ TEST_F_TIMEOUT(mmap3, overlay_on_fuse_capture_does_not_read_the_file, 300)
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	ASSERT_GE(fd, 0) TH_LOG("%s: %s", path, strerror(errno));
-	fuse_getattrs(&self->fuse, me);		/* the open's */
-	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
-	ASSERT_NE(MAP_FAILED, p);
-	ASSERT_EQ(0, fuse_getattrs(&self->fuse, me))
+	fuse_getattrs(&self->fuse, getpid());	/* the open's */
+
+	/* Not cached */
+	m = map_overlay_on_fuse(_metadata, self, fd, path, &getattrs);
+	ASSERT_EQ(0, getattrs)
 		TH_LOG("mmap() of %s revalidated the attributes of the FUSE file under it, as read() does: the build ID was read with read()",
 		       path);
-	mmap3_collect(&self->ev, &self->recs);
-	munmap(p, 4096);
-	m = record_for(&self->recs, path, p);
 	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
 	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
-	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
-	elf_spec_build_id(&v1, id, &id_len);
+	if (m->build_id_status == PERF_MMAP3_BUILD_ID_FOUND) {
+		ASSERT_EQ(id_len, m->build_id_size);
+		ASSERT_EQ(0, memcmp(id, m->build_id, id_len))
+			TH_LOG("record %s, file %s",
+			       hex(m->build_id, m->build_id_size, h1), hex(id, id_len, h2));
+	} else {
+		TH_LOG("pages not cached: status %u", m->build_id_status);
+	}
+
+	/* The witness sees a read(), which caches the pages ... */
+	ASSERT_EQ(sizeof(buf), pread(fd, buf, sizeof(buf), 0));
+	ASSERT_LT(0, fuse_getattrs(&self->fuse, getpid()))
+		TH_LOG("read() of %s sent the FUSE daemon no GETATTR: the test proves nothing",
+		       path);
+
+	/* ... and the same open file maps with its build ID */
+	m = map_overlay_on_fuse(_metadata, self, fd, path, &getattrs);
+	ASSERT_EQ(0, getattrs)
+		TH_LOG("mmap() of %s revalidated the attributes of the FUSE file under it, as read() does: the build ID was read with read()",
+		       path);
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status)
+		TH_LOG("pages cached, yet no build ID");
 	ASSERT_EQ(id_len, m->build_id_size);
 	ASSERT_EQ(0, memcmp(id, m->build_id, id_len))
 		TH_LOG("record %s, file %s", hex(m->build_id, m->build_id_size, h1),
 		       hex(id, id_len, h2));
-
-	/* The witness sees a read() */
-	ASSERT_EQ(sizeof(buf), pread(fd, buf, sizeof(buf), 0));
-	ASSERT_LT(0, fuse_getattrs(&self->fuse, me))
-		TH_LOG("read() of %s sent the FUSE daemon no GETATTR: the test proves nothing",
-		       path);
 	close(fd);
 }
 
