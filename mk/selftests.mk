@@ -2,7 +2,8 @@
 # module (Kbuild, module/) and the uapi agreement check, all built against
 # the patched tree, and the run of all of them inside the patched guest.
 #
-#   make selftests    build/selftests: mmap3_test, its DSO and fixtures
+#   make selftests    build/selftests: mmap3_test, its DSO, fixtures and
+#                     fuse_backing (the FUSE daemon some tests mount)
 #   make module       build/module: mmap3_kunit.ko
 #   make uapi-check   uapi/linux/perf_event_mmap3.h agrees with the series
 #   make vm-test      boot the patched kernel, run all of the above, TAP out
@@ -21,7 +22,8 @@ SELFTEST_HDRS := $(TOP)/selftests/mmap3_util.h $(TOP)/uapi/linux/perf_event_mmap
 
 .PHONY: selftests module uapi-check vm-test
 
-selftests: $(SELFTEST_BIN) $(SELFTEST_DIR)/libmmap3_dso.so $(SELFTEST_DIR)/fixtures/cold.elf
+selftests: $(SELFTEST_BIN) $(SELFTEST_DIR)/libmmap3_dso.so $(SELFTEST_DIR)/fixtures/cold.elf \
+	$(SELFTEST_DIR)/fuse_backing
 
 # The harness header comes from the extracted kernel tree, so the tree must
 # exist first; the image target is what prepares it.
@@ -36,6 +38,13 @@ $(SELFTEST_DIR)/mkfixture: $(TOP)/selftests/mkfixture.c $(SELFTEST_SRCS) $(SELFT
 $(SELFTEST_DIR)/fixtures/cold.elf: $(SELFTEST_DIR)/mkfixture
 	@mkdir -p $(@D)
 	$< $(@D)
+
+# libfuse3 (Debian libfuse3-dev, in DEPS_READER); mmap3_test runs it from
+# its own directory.
+$(SELFTEST_DIR)/fuse_backing: $(TOP)/selftests/fuse_backing.c
+	@mkdir -p $(@D)
+	$(CC) $(SELFTEST_CFLAGS) $$(pkg-config --cflags fuse3) -o $@ $< \
+		$$(pkg-config --libs fuse3)
 
 $(SELFTEST_DIR)/libmmap3_dso.so: $(TOP)/selftests/dso.c
 	@mkdir -p $(@D)

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,8 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -146,17 +149,87 @@ static int set_sysctl(const char *path, int v)
 			     PERF_MMAP3_CAP_PATH);			\
 	} while (0)
 
+#define MAX_KIDS	4
+#define MAX_MOUNTS	4
+
 FIXTURE(mmap3) {
 	char dir[64];
 	struct mmap3_event ev;
 	struct rec_list recs;
+	/* Cleaned up by FIXTURE_TEARDOWN, also after a failed ASSERT */
+	struct fuse_backing fuse;	/* a FUSE mount and its daemon */
+	pid_t kids[MAX_KIDS];		/* children not reaped yet */
+	char mounts[MAX_MOUNTS][PATH_MAX];	/* detached last first */
+	int nr_mounts;
 };
+
+/*
+ * Children killed and reaped by FIXTURE_TEARDOWN.  A test that reaps one
+ * itself goes through reap_kid(), which forgets it, so that no pid the
+ * kernel has handed to someone else since is ever killed.
+ */
+static void note_kid(FIXTURE_DATA(mmap3) *self, pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < MAX_KIDS; i++)
+		if (!self->kids[i]) {
+			self->kids[i] = pid;
+			return;
+		}
+	kill(pid, SIGKILL);
+	abort();
+}
+
+/* wait_exit() for a noted child; 1: reaped and forgotten */
+static int reap_kid(FIXTURE_DATA(mmap3) *self, pid_t pid, int *status,
+		    int timeout_ms)
+{
+	int i, ret = wait_exit(pid, status, timeout_ms);
+
+	if (ret == 1)
+		for (i = 0; i < MAX_KIDS; i++)
+			if (self->kids[i] == pid)
+				self->kids[i] = 0;
+	return ret;
+}
+
+static void note_mount(FIXTURE_DATA(mmap3) *self, const char *path)
+{
+	if (self->nr_mounts == MAX_MOUNTS)
+		abort();
+	snprintf(self->mounts[self->nr_mounts++], PATH_MAX, "%s", path);
+}
+
+/*
+ * Children first get SIGKILL; stopping the FUSE daemon then ends every
+ * request they may wait for; only then can they all be reaped.
+ */
+static void clean_up_kids_and_mounts(FIXTURE_DATA(mmap3) *self)
+{
+	int i, status;
+
+	for (i = 0; i < MAX_KIDS; i++)
+		if (self->kids[i])
+			kill(self->kids[i], SIGKILL);
+	fuse_backing_stop(&self->fuse, 10 * 1000);
+	for (i = 0; i < MAX_KIDS; i++) {
+		if (!self->kids[i])
+			continue;
+		if (reap_kid(self, self->kids[i], &status, 60 * 1000) != 1)
+			fprintf(stderr, "# child %d not reaped 60 s after SIGKILL and FUSE abort\n",
+				self->kids[i]);
+	}
+	while (self->nr_mounts > 0)
+		umount2(self->mounts[--self->nr_mounts], MNT_DETACH);
+}
 
 FIXTURE_SETUP(mmap3)
 {
 	int err;
 
 	self->ev.fd = -1;
+	fuse_backing_init(&self->fuse);
 	restore_sysctls();	/* left by a test that timed out */
 	if (!mmap3_supported())
 		SKIP(return, "kernel has no MMAP3 (%s missing)", PERF_MMAP3_CAP_PATH);
@@ -168,6 +241,7 @@ FIXTURE_SETUP(mmap3)
 
 FIXTURE_TEARDOWN(mmap3)
 {
+	clean_up_kids_and_mounts(self);
 	mmap3_close(&self->ev);
 	rec_list_free(&self->recs);
 	if (self->dir[0])
@@ -805,6 +879,697 @@ TEST_F(mmap3, overlayfs_mapping_reports_build_id)
 	expect_build_id(_metadata, map_and_record(&self->ev, &self->recs, path, 0),
 			&v2, path);
 	ASSERT_EQ(0, umount(merged));
+}
+
+/*
+ * FUSE mounts served by selftests/fuse_backing, in the test's directory:
+ * BACKING is what "another machine" changes, MNT what this kernel sees.
+ * Returns false if the test was skipped (no FUSE in this kernel).
+ */
+static bool start_fuse(struct __test_metadata *_metadata,
+		       FIXTURE_DATA(mmap3) *self, const char *hang, bool log,
+		       char backing[PATH_MAX], char mnt[PATH_MAX])
+{
+	char daemon[PATH_MAX];
+	const char *problem;
+
+	if (access("/dev/fuse", R_OK | W_OK)) {
+		SKIP(return false, "no FUSE here (/dev/fuse: %s)", strerror(errno));
+	}
+	snprintf(backing, PATH_MAX, "%s/backing", self->dir);
+	snprintf(mnt, PATH_MAX, "%s/mnt", self->dir);
+	snprintf(daemon, sizeof(daemon), "%s/fuse_backing", exe_dir());
+	if (mkdir(backing, 0755) || mkdir(mnt, 0755)) {
+		ASSERT_TRUE(false) TH_LOG("mkdir: %s", strerror(errno));
+	}
+	problem = fuse_backing_start(&self->fuse, daemon, backing, mnt, hang, log,
+				     60 * 1000);
+	ASSERT_EQ(NULL, problem) TH_LOG("%s", problem);
+	return true;
+}
+
+/* The build ID of @path as read() returns it, parsed by libelf */
+static int build_id_by_read(const char *path, unsigned char *id,
+			    unsigned int *len)
+{
+	size_t size = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = -1;
+	ssize_t n;
+
+	if (fd < 0 || !buf)
+		goto out;
+	while ((n = read(fd, buf + size, cap - size)) > 0) {
+		size += n;
+		if (size == cap)
+			goto out;	/* our fixtures are smaller */
+	}
+	if (!n)
+		ret = mem_build_id(buf, size, id, len);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return ret;
+}
+
+/*
+ * A file on a network filesystem changes without this kernel ever giving
+ * anyone write access to it: another machine rewrote it.  FUSE stands for
+ * NFS here, its backing file rewritten in place behind the kernel's back.
+ * Once a read() through the mount returns the new contents, a mapping must
+ * not be reported with the build ID of the old ones: the new build ID, or
+ * no build ID at all.
+ */
+TEST_F_TIMEOUT(mmap3, fuse_remote_rewrite_never_serves_old_build_id, 300)
+{
+	struct elf_spec v1 = { .id_len = 20, .id_seed = 0x13 };
+	struct elf_spec v2 = { .id_len = 20, .id_seed = 0x37 };
+	char backing[PATH_MAX], mnt[PATH_MAX];
+	char lib[PATH_MAX + 16], path[PATH_MAX + 16], h1[41], h2[41];
+	unsigned char old_id[20], new_id[20], seen[20];
+	unsigned int old_len, new_len, seen_len = 0;
+	const struct perf_mmap3_record *m1, *m2;
+
+	REQUIRE_MMAP3();
+	if (!start_fuse(_metadata, self, NULL, false, backing, mnt))
+		return;
+	snprintf(lib, sizeof(lib), "%s/lib.so", backing);
+	snprintf(path, sizeof(path), "%s/lib.so", mnt);
+	elf_spec_build_id(&v1, old_id, &old_len);
+	elf_spec_build_id(&v2, new_id, &new_len);
+
+	ASSERT_EQ(0, elf_write(lib, &v1, false));
+	m1 = map_and_record(&self->ev, &self->recs, path, 0);
+	expect_build_id(_metadata, m1, &v1, path);
+
+	/* The other machine: same file, same size, new contents */
+	ASSERT_EQ(0, elf_rewrite_in_place(lib, &v2));
+	ASSERT_EQ(1, build_id_by_read(path, seen, &seen_len));
+	ASSERT_TRUE(seen_len == new_len && !memcmp(seen, new_id, new_len))
+		TH_LOG("test invalid: read() through %s still returns build ID %s after the backing file changed to %s",
+		       mnt, hex(seen, seen_len, h1), hex(new_id, new_len, h2));
+
+	m2 = map_and_record(&self->ev, &self->recs, path, 0);
+	ASSERT_NE(NULL, m2) TH_LOG("no MMAP3 record for the second mapping of %s", path);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m2->header, true));
+	/* One FUSE inode throughout: the kernel was not told of the change */
+	ASSERT_EQ(m1->ino, m2->ino);
+	if (m2->build_id_status != PERF_MMAP3_BUILD_ID_FOUND) {
+		TH_LOG("second mapping: no build ID, status %u", m2->build_id_status);
+		return;
+	}
+	ASSERT_FALSE(m2->build_id_size == old_len &&
+		     !memcmp(m2->build_id, old_id, old_len))
+		TH_LOG("the record carries build ID %s, which %s had before it was rewritten (it has %s now)",
+		       hex(old_id, old_len, h1), path, hex(new_id, new_len, h2));
+	ASSERT_EQ(new_len, m2->build_id_size);
+	ASSERT_EQ(0, memcmp(m2->build_id, new_id, new_len))
+		TH_LOG("record %s, file %s", hex(m2->build_id, m2->build_id_size, h1),
+		       hex(new_id, new_len, h2));
+}
+
+/* 1: a byte arrived on @fd within @timeout_ms; 0: it did not; -1: EOF, error */
+static int read_byte(int fd, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char c;
+
+	if (poll(&pfd, 1, timeout_ms) <= 0)
+		return 0;
+	return read(fd, &c, 1) == 1 ? 1 : -1;
+}
+
+/*
+ * A child that opens @path, says so on @ready, waits for the go byte on @go
+ * and maps the file executable.  Exit status 0: mmap() returned a mapping,
+ * 23: it returned an error; 20-22: the child could not get that far.
+ */
+static void mapper_child(pid_t parent, const char *path, int ready, int go)
+{
+	void *p;
+	char c;
+	int fd;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+		_exit(20);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		_exit(21);
+	if (write(ready, "o", 1) != 1 || read(go, &c, 1) != 1)
+		_exit(22);
+	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	_exit(p == MAP_FAILED ? 23 : 0);
+}
+
+/* /proc/@pid/@name's first line into @buf ("?" if unreadable) */
+static const char *proc_line(pid_t pid, const char *name, char *buf, size_t size)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, name);
+	snprintf(buf, size, "?");
+	f = fopen(path, "r");
+	if (!f)
+		return buf;
+	if (!fgets(buf, size, f))
+		snprintf(buf, size, "?");
+	buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/*
+ * Is @pid asleep inside mmap(2)?  Its state is D or S, /proc/PID/syscall
+ * names mmap, and it has not run since the caller's previous look: *@switches
+ * carries the task's context switch count from one call to the next.
+ */
+static bool asleep_in_mmap(pid_t pid, long long *switches)
+{
+	char buf[512], path[64], *state;
+	long long vol = -1, nonvol = -1, now;
+	int nr = -1;
+	FILE *f;
+	bool ret;
+
+	state = strrchr(proc_line(pid, "stat", buf, sizeof(buf)), ')');
+	if (!state || (state[2] != 'D' && state[2] != 'S'))
+		return false;
+	if (sscanf(proc_line(pid, "syscall", buf, sizeof(buf)), "%d", &nr) != 1 ||
+	    nr != __NR_mmap)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (fgets(buf, sizeof(buf), f)) {
+		sscanf(buf, "voluntary_ctxt_switches: %lld", &vol);
+		sscanf(buf, "nonvoluntary_ctxt_switches: %lld", &nonvol);
+	}
+	fclose(f);
+	now = vol + nonvol;
+	ret = vol >= 0 && nonvol >= 0 && now == *switches;
+	*switches = now;
+	return ret;
+}
+
+/* The test process maps a file while the mappers hang: in a thread, so that a
+ * stall is a failed bounded wait rather than the harness's timeout.
+ */
+static struct {
+	char path[PATH_MAX];
+	int err;
+	bool recorded;
+	unsigned char status, size, id[20];
+} own_mapping;
+
+static void *own_mapping_fn(void *arg)
+{
+	const struct perf_mmap3_record *m;
+	struct rec_list recs = { 0 };
+	struct mmap3_event ev;
+
+	/* The fixture's event is on the main thread only */
+	own_mapping.err = mmap3_open(&ev, 0, -1, EV_MMAP3, 16);
+	if (own_mapping.err)
+		return NULL;
+	m = map_and_record(&ev, &recs, own_mapping.path, 0);
+	if (m) {
+		own_mapping.recorded = true;
+		own_mapping.status = m->build_id_status;
+		own_mapping.size = m->build_id_size;
+		memcpy(own_mapping.id, m->build_id, sizeof(own_mapping.id));
+	}
+	rec_list_free(&recs);
+	mmap3_close(&ev);
+	return NULL;
+}
+
+/*
+ * A file whose reads never complete: a hung FUSE daemon, a hard NFS mount
+ * of a dead server.  Two tasks map it while an mmap3 event watches each:
+ * one waits for its own read of the file, the other behind it.  Nobody else
+ * waits for them, and SIGKILL ends each of them, the one behind first,
+ * while the read it waited for still hangs.
+ *
+ * Both open the file before either maps it: FUSE's open() drops the page
+ * cache (no keep_cache), which waits without a timeout or signals for a page
+ * being read.  That is FUSE's own and not what is tested here.
+ */
+TEST_F_TIMEOUT(mmap3, fuse_hanging_read_mapping_is_killable, 600)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x5a };
+	struct elf_spec own = { .id_len = 20, .id_seed = 0x6b };
+	char backing[PATH_MAX], mnt[PATH_MAX], hang[PATH_MAX + 16];
+	char path[PATH_MAX + 16], line[128], wchan[128], h1[41], h2[41];
+	unsigned char own_id[20];
+	unsigned int own_len;
+	struct mmap3_event kev[2];
+	int ready[2], go[2], i, r, status;
+	pid_t kid[2], parent = getpid(), reader = 0, waiter;
+	long long end, switches = -1;
+	bool waiter_exited = false;
+	struct timespec deadline;
+	pthread_t thread;
+
+	REQUIRE_MMAP3();
+	if (!start_fuse(_metadata, self, "hang.so", false, backing, mnt))
+		return;
+	snprintf(hang, sizeof(hang), "%s/hang.so", backing);
+	snprintf(path, sizeof(path), "%s/hang.so", mnt);
+	ASSERT_EQ(0, elf_write(hang, &spec, false));
+	ASSERT_EQ(0, pipe2(ready, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(go, O_CLOEXEC));
+	for (i = 0; i < 2; i++) {
+		kid[i] = fork();
+		ASSERT_GE(kid[i], 0);
+		if (!kid[i])
+			mapper_child(parent, path, ready[1], go[0]);
+		note_kid(self, kid[i]);
+		ASSERT_EQ(0, mmap3_open(&kev[i], kid[i], -1, EV_MMAP3, 16));
+	}
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(1, read_byte(ready[0], 60 * 1000))
+			TH_LOG("the mappers did not open %s within 60 s", path);
+	}
+	ASSERT_EQ(2, write(go[1], "gg", 2));
+
+	/* The first read to reach the daemon is held: its task is the reader */
+	ASSERT_EQ(1, fuse_backing_report(&self->fuse, line, sizeof(line), 60 * 1000))
+		TH_LOG("no read of %s reached the daemon within 60 s of two tasks mapping it",
+		       path);
+	ASSERT_EQ(1, sscanf(line, "hang %d", &reader)) TH_LOG("daemon said '%s'", line);
+	ASSERT_TRUE(reader == kid[0] || reader == kid[1])
+		TH_LOG("read held for task %d, not one of the mappers %d %d",
+		       reader, kid[0], kid[1]);
+	waiter = reader == kid[0] ? kid[1] : kid[0];
+
+	/* The other one waits inside mmap(), or did not wait at all */
+	end = monotonic_ms() + 60 * 1000;
+	while (!asleep_in_mmap(waiter, &switches)) {
+		r = reap_kid(self, waiter, &status, 0);
+		ASSERT_NE(-1, r);
+		if (r == 1) {
+			waiter_exited = true;
+			ASSERT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0 ||
+							  WEXITSTATUS(status) == 23))
+				TH_LOG("mapper %d: status 0x%x", waiter, status);
+			TH_LOG("mapper %d returned from mmap() (exit %d) while %d's read hangs",
+			       waiter, WEXITSTATUS(status), reader);
+			break;
+		}
+		ASSERT_LT(monotonic_ms(), end)
+			TH_LOG("mapper %d neither asleep in mmap() nor done 60 s after starting it (stat: %s)",
+			       waiter, proc_line(waiter, "stat", line, sizeof(line)));
+		usleep(20 * 1000);
+	}
+	if (!waiter_exited)
+		TH_LOG("reader %d asleep in %s, mapper %d in %s", reader,
+		       proc_line(reader, "wchan", line, sizeof(line)), waiter,
+		       proc_line(waiter, "wchan", wchan, sizeof(wchan)));
+
+	/* Meanwhile the test process maps a file of its own and is not held up */
+	snprintf(own_mapping.path, sizeof(own_mapping.path), "%s/own.so", self->dir);
+	ASSERT_EQ(0, elf_write(own_mapping.path, &own, false));
+	ASSERT_EQ(0, pthread_create(&thread, NULL, own_mapping_fn, NULL));
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 60;
+	ASSERT_EQ(0, pthread_timedjoin_np(thread, NULL, &deadline))
+		TH_LOG("mapping %s (tmpfs) took over 60 s while two tasks hang on %s",
+		       own_mapping.path, path);
+	ASSERT_EQ(0, own_mapping.err) TH_LOG("mmap3 event: %s", strerror(-own_mapping.err));
+	ASSERT_TRUE(own_mapping.recorded) TH_LOG("no record for %s", own_mapping.path);
+	elf_spec_build_id(&own, own_id, &own_len);
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, own_mapping.status);
+	ASSERT_EQ(own_len, own_mapping.size);
+	ASSERT_EQ(0, memcmp(own_id, own_mapping.id, own_len))
+		TH_LOG("record %s, file %s", hex(own_mapping.id, own_mapping.size, h1),
+		       hex(own_id, own_len, h2));
+
+	if (!waiter_exited) {
+		ASSERT_EQ(0, kill(waiter, SIGKILL));
+		ASSERT_EQ(1, reap_kid(self, waiter, &status, 60 * 1000))
+			TH_LOG("mapper %d, asleep in %s behind %d's read of %s, not reaped 60 s after SIGKILL",
+			       waiter, wchan, reader, path);
+		ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+			TH_LOG("mapper %d: status 0x%x", waiter, status);
+		/* ... while the read it waited for had not ended */
+		ASSERT_EQ(0, waitpid(reader, &status, WNOHANG))
+			TH_LOG("reader %d exited before it was killed", reader);
+	}
+	ASSERT_EQ(0, kill(reader, SIGKILL));
+	ASSERT_EQ(1, reap_kid(self, reader, &status, 60 * 1000))
+		TH_LOG("mapper %d, its read of %s held by the daemon, not reaped 60 s after SIGKILL",
+		       reader, path);
+	ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+		TH_LOG("mapper %d: status 0x%x", reader, status);
+	while (fuse_backing_report(&self->fuse, line, sizeof(line), 0) == 1)
+		TH_LOG("daemon: %s", line);
+	for (i = 0; i < 2; i++)
+		mmap3_close(&kev[i]);
+}
+
+/*
+ * A child with an ordinary counting perf event on itself, like `perf stat`,
+ * that maps @path executable.  Exit status 0: mmap() returned a mapping and
+ * the counter counted; 30-33: what failed.
+ */
+static void counting_mapper_child(pid_t parent, const char *path)
+{
+	struct perf_event_attr attr;
+	uint64_t count = 0;
+	int ev, fd;
+	void *p;
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+		_exit(30);
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_TASK_CLOCK;
+	ev = syscall(__NR_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (ev < 0)
+		_exit(30);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		_exit(31);
+	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED)
+		_exit(32);
+	if (read(ev, &count, sizeof(count)) != sizeof(count) || !count)
+		_exit(33);
+	_exit(0);
+}
+
+/*
+ * Only tasks an mmap3 event can see have their build IDs read: the mapping
+ * of a task that perf merely counts must not read the file.  An mmap3 event
+ * exists (on the test process), and the child Q, with only a counting event
+ * of its own, maps a file whose reads hang: its mmap() returns, and the
+ * daemon never sees a read from it.
+ */
+TEST_F_TIMEOUT(mmap3, capture_only_for_tasks_an_mmap3_event_sees, 300)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x7c };
+	char backing[PATH_MAX], mnt[PATH_MAX], hang[PATH_MAX + 16];
+	char path[PATH_MAX + 16], line[128];
+	pid_t q, parent = getpid(), who;
+	long long end;
+	int status, r, n;
+
+	REQUIRE_MMAP3();
+	if (!start_fuse(_metadata, self, "hang.so", false, backing, mnt))
+		return;
+	snprintf(hang, sizeof(hang), "%s/hang.so", backing);
+	snprintf(path, sizeof(path), "%s/hang.so", mnt);
+	ASSERT_EQ(0, elf_write(hang, &spec, false));
+
+	q = fork();
+	ASSERT_GE(q, 0);
+	if (!q)
+		counting_mapper_child(parent, path);
+	note_kid(self, q);
+	/* Until Q is done, or it reads the file (so would hang), at most 60 s */
+	end = monotonic_ms() + 60 * 1000;
+	while ((r = reap_kid(self, q, &status, 0)) == 0) {
+		n = fuse_backing_report(&self->fuse, line, sizeof(line), 20);
+		ASSERT_NE(-1, n) TH_LOG("the FUSE daemon went away");
+		if (n == 1 && sscanf(line, "hang %d", &who) == 1) {
+			ASSERT_NE(q, who)
+				TH_LOG("mmap() by task %d, which no mmap3 event can see (only a counting event), read %s",
+				       q, path);
+		}
+		ASSERT_LT(monotonic_ms(), end)
+			TH_LOG("task %d neither returned from mmap() of %s nor read it within 60 s",
+			       q, path);
+	}
+	ASSERT_EQ(1, r);
+	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status 0x%x", status);
+	ASSERT_EQ(0, WEXITSTATUS(status));
+}
+
+/* IN_ACCESS events in @fd's queue, for @wd1 and @wd2 (-1: none) */
+static void count_access(int fd, int wd1, int *n1, int wd2, int *n2)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t len;
+	char *p;
+
+	*n1 = *n2 = 0;
+	while ((len = read(fd, buf, sizeof(buf))) > 0) {
+		for (p = buf; p < buf + len;
+		     p += sizeof(struct inotify_event) + ((struct inotify_event *)p)->len) {
+			const struct inotify_event *e = (const void *)p;
+
+			if (!(e->mask & IN_ACCESS))
+				continue;
+			if (e->wd == wd1)
+				(*n1)++;
+			else if (e->wd == wd2)
+				(*n2)++;
+		}
+	}
+}
+
+static bool same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/*
+ * The build ID of a file on overlayfs is read from the page cache of the
+ * file underneath, never with a read of the overlay file (kernel_read()):
+ * that would be an IN_ACCESS event for inotify, and for fanotify a
+ * permission event asking a listener to approve a mapping.
+ *
+ * The overlay and its tmpfs are mounted strictatime, and the lower file's
+ * atime is put in the past: on 6.1 a mapping does not touch the atime of a
+ * file not copied up (overlayfs opens the real file O_NOATIME), so any
+ * change means something read the lower file.  Copied up, the file's atime
+ * changes with every mapping (ovl_mmap()), so there only inotify is asked.
+ * Both witnesses are shown to see a read() at the end of each part.
+ */
+TEST_F(mmap3, overlay_capture_does_not_read_the_file)
+{
+	struct elf_spec v1 = { .id_len = 20, .id_seed = 0x2d };
+	struct elf_spec v2 = { .id_len = 20, .id_seed = 0x4e };
+	const struct timespec past[2] = {
+		{ .tv_sec = 1000000000 }, { .tv_nsec = UTIME_OMIT },
+	};
+	char top[PATH_MAX], lower[PATH_MAX + 8], upper[PATH_MAX + 8];
+	char work[PATH_MAX + 8], merged[PATH_MAX + 8], opts[4 * PATH_MAX + 64];
+	char path[PATH_MAX + 16], lowerlib[PATH_MAX + 16], upperlib[PATH_MAX + 16];
+	const struct perf_mmap3_record *m;
+	unsigned char id[20];
+	unsigned int id_len;
+	int fd, wd_ovl, wd_low, wd_up, n_ovl, n_other;
+	struct stat before, after;
+
+	REQUIRE_MMAP3();
+	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0 && errno == ENOSYS)
+		SKIP(return, "no inotify in this kernel (CONFIG_INOTIFY_USER)");
+	ASSERT_GE(fd, 0);
+	snprintf(top, sizeof(top), "%s/t", self->dir);
+	ASSERT_EQ(0, mkdir(top, 0755));
+	ASSERT_EQ(0, mount("tmpfs", top, "tmpfs", MS_STRICTATIME, "mode=0755"))
+		TH_LOG("mount tmpfs: %s", strerror(errno));
+	note_mount(self, top);
+	snprintf(lower, sizeof(lower), "%s/lower", top);
+	snprintf(upper, sizeof(upper), "%s/upper", top);
+	snprintf(work, sizeof(work), "%s/work", top);
+	snprintf(merged, sizeof(merged), "%s/merged", top);
+	ASSERT_EQ(0, mkdir(lower, 0755));
+	ASSERT_EQ(0, mkdir(upper, 0755));
+	ASSERT_EQ(0, mkdir(work, 0755));
+	ASSERT_EQ(0, mkdir(merged, 0755));
+	snprintf(lowerlib, sizeof(lowerlib), "%s/lib.so", lower);
+	snprintf(upperlib, sizeof(upperlib), "%s/lib.so", upper);
+	snprintf(path, sizeof(path), "%s/lib.so", merged);
+	ASSERT_EQ(0, elf_write(lowerlib, &v1, false));
+	ASSERT_EQ(0, utimensat(AT_FDCWD, lowerlib, past, 0));
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
+		 lower, upper, work);
+	if (mount("overlay", merged, "overlay", MS_STRICTATIME, opts)) {
+		if (errno == ENODEV || errno == EPERM)
+			SKIP(return, "no overlayfs here: %s", strerror(errno));
+		ASSERT_EQ(0, errno);
+	}
+	note_mount(self, merged);
+	wd_ovl = inotify_add_watch(fd, path, IN_ACCESS);
+	wd_low = inotify_add_watch(fd, lowerlib, IN_ACCESS);
+	ASSERT_GE(wd_ovl, 0);
+	ASSERT_GE(wd_low, 0);
+	ASSERT_EQ(0, stat(lowerlib, &before));
+
+	/* Not copied up: the real file is the lower one */
+	m = map_and_record(&self->ev, &self->recs, path, 0);
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	/* Queued while mmap() ran, if at all: no waiting needed */
+	count_access(fd, wd_ovl, &n_ovl, wd_low, &n_other);
+	ASSERT_EQ(0, stat(lowerlib, &after));
+	ASSERT_EQ(0, n_ovl) TH_LOG("mapping %s read it: IN_ACCESS on the overlay file", path);
+	ASSERT_EQ(0, n_other) TH_LOG("mapping %s read the lower file: IN_ACCESS", path);
+	ASSERT_TRUE(same_time(&before.st_atim, &after.st_atim))
+		TH_LOG("mapping %s changed the lower file's atime: it read it", path);
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
+	elf_spec_build_id(&v1, id, &id_len);
+	ASSERT_EQ(id_len, m->build_id_size);
+	ASSERT_EQ(0, memcmp(id, m->build_id, id_len));
+	/* The witnesses see reads: libelf reads the overlay file, then ... */
+	expect_build_id(_metadata, m, &v1, path);
+	count_access(fd, wd_ovl, &n_ovl, wd_low, &n_other);
+	ASSERT_LT(0, n_ovl) TH_LOG("inotify saw no read() of %s: the test proves nothing", path);
+	/* ... the lower file directly */
+	ASSERT_EQ(1, file_build_id(lowerlib, id, &id_len));
+	count_access(fd, wd_ovl, &n_ovl, wd_low, &n_other);
+	ASSERT_LT(0, n_other) TH_LOG("inotify saw no read() of %s: the test proves nothing", lowerlib);
+	ASSERT_EQ(0, stat(lowerlib, &after));
+	ASSERT_FALSE(same_time(&before.st_atim, &after.st_atim))
+		TH_LOG("read() of %s left its atime: the test proves nothing", lowerlib);
+
+	/* Copied up (and rewritten): the real file is the upper one */
+	ASSERT_EQ(0, elf_rewrite_in_place(path, &v2));
+	ASSERT_EQ(0, access(upperlib, F_OK)) TH_LOG("%s not copied up", path);
+	wd_up = inotify_add_watch(fd, upperlib, IN_ACCESS);
+	ASSERT_GE(wd_up, 0);
+	count_access(fd, wd_ovl, &n_ovl, wd_up, &n_other);
+	m = map_and_record(&self->ev, &self->recs, path, 0);
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	count_access(fd, wd_ovl, &n_ovl, wd_up, &n_other);
+	ASSERT_EQ(0, n_ovl) TH_LOG("mapping %s read it: IN_ACCESS on the overlay file", path);
+	ASSERT_EQ(0, n_other) TH_LOG("mapping %s read the upper file: IN_ACCESS", path);
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
+	elf_spec_build_id(&v2, id, &id_len);
+	ASSERT_EQ(id_len, m->build_id_size);
+	ASSERT_EQ(0, memcmp(id, m->build_id, id_len));
+	expect_build_id(_metadata, m, &v2, path);
+	ASSERT_EQ(1, file_build_id(upperlib, id, &id_len));
+	count_access(fd, wd_ovl, &n_ovl, wd_up, &n_other);
+	ASSERT_LT(0, n_ovl) TH_LOG("inotify saw no read() of %s: the test proves nothing", path);
+	ASSERT_LT(0, n_other) TH_LOG("inotify saw no read() of %s: the test proves nothing", upperlib);
+	close(fd);
+}
+
+/* GETATTR requests from task @pid the FUSE daemon reported, until now */
+static int fuse_getattrs(struct fuse_backing *fb, pid_t pid)
+{
+	char line[128];
+	int n = 0, who;
+
+	/* The daemon reports a request before it answers it: all are there */
+	while (fuse_backing_report(fb, line, sizeof(line), 0) == 1)
+		if (sscanf(line, "getattr %d", &who) == 1 && who == pid)
+			n++;
+	return n;
+}
+
+/*
+ * Map the open overlay file @fd executable; the record, and the number of
+ * GETATTR requests the test process sent the FUSE daemon meanwhile.
+ */
+static const struct perf_mmap3_record *
+map_overlay_on_fuse(struct __test_metadata *_metadata, FIXTURE_DATA(mmap3) *self,
+		    int fd, const char *path, int *getattrs)
+{
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+
+	if (p == MAP_FAILED) {
+		ASSERT_TRUE(false) TH_LOG("mmap %s: %s", path, strerror(errno));
+	}
+	*getattrs = fuse_getattrs(&self->fuse, getpid());
+	mmap3_collect(&self->ev, &self->recs);
+	munmap(p, 4096);
+	return record_for(&self->recs, path, p);
+}
+
+/*
+ * The same where inotify is missing (as in the project's test kernel), with
+ * the FUSE daemon as the witness: the lower layer is a FUSE mount.  A read()
+ * of a FUSE file, through the overlay or not, first revalidates the file's
+ * attributes (auto_inval_data; they expire at once here): a GETATTR request.
+ * Reading its page cache does not.  So mmap() of the overlay file must not
+ * send a GETATTR.
+ *
+ * First with the lower file's pages not cached (FUSE's open() dropped them):
+ * the right build ID or none.  Then a pread() of the same open file, which
+ * must send a GETATTR (the witness sees a read) and caches the pages, and a
+ * second mapping of it: now the build ID is there to be found.
+ */
+TEST_F_TIMEOUT(mmap3, overlay_on_fuse_capture_does_not_read_the_file, 300)
+{
+	struct elf_spec v1 = { .id_len = 20, .id_seed = 0x3e };
+	char backing[PATH_MAX], mnt[PATH_MAX], upper[PATH_MAX + 8];
+	char work[PATH_MAX + 8], merged[PATH_MAX + 8], opts[4 * PATH_MAX + 64];
+	char lib[PATH_MAX + 16], path[PATH_MAX + 16], buf[64], h1[41], h2[41];
+	const struct perf_mmap3_record *m;
+	unsigned char id[20];
+	unsigned int id_len;
+	int fd, getattrs;
+
+	REQUIRE_MMAP3();
+	if (!start_fuse(_metadata, self, NULL, true, backing, mnt))
+		return;
+	snprintf(lib, sizeof(lib), "%s/lib.so", backing);
+	ASSERT_EQ(0, elf_write(lib, &v1, false));
+	elf_spec_build_id(&v1, id, &id_len);
+	snprintf(upper, sizeof(upper), "%s/upper", self->dir);
+	snprintf(work, sizeof(work), "%s/work", self->dir);
+	snprintf(merged, sizeof(merged), "%s/merged", self->dir);
+	ASSERT_EQ(0, mkdir(upper, 0755));
+	ASSERT_EQ(0, mkdir(work, 0755));
+	ASSERT_EQ(0, mkdir(merged, 0755));
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
+		 mnt, upper, work);
+	if (mount("overlay", merged, "overlay", 0, opts)) {
+		if (errno == ENODEV || errno == EPERM)
+			SKIP(return, "no overlayfs here: %s", strerror(errno));
+		ASSERT_EQ(0, errno) TH_LOG("mount overlay on a FUSE lower: %s", strerror(errno));
+	}
+	note_mount(self, merged);
+	snprintf(path, sizeof(path), "%s/lib.so", merged);
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_GE(fd, 0) TH_LOG("%s: %s", path, strerror(errno));
+	fuse_getattrs(&self->fuse, getpid());	/* the open's */
+
+	/* Not cached */
+	m = map_overlay_on_fuse(_metadata, self, fd, path, &getattrs);
+	ASSERT_EQ(0, getattrs)
+		TH_LOG("mmap() of %s revalidated the attributes of the FUSE file under it, as read() does: the build ID was read with read()",
+		       path);
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	if (m->build_id_status == PERF_MMAP3_BUILD_ID_FOUND) {
+		ASSERT_EQ(id_len, m->build_id_size);
+		ASSERT_EQ(0, memcmp(id, m->build_id, id_len))
+			TH_LOG("record %s, file %s",
+			       hex(m->build_id, m->build_id_size, h1), hex(id, id_len, h2));
+	} else {
+		TH_LOG("pages not cached: status %u", m->build_id_status);
+	}
+
+	/* The witness sees a read(), which caches the pages ... */
+	ASSERT_EQ(sizeof(buf), pread(fd, buf, sizeof(buf), 0));
+	ASSERT_LT(0, fuse_getattrs(&self->fuse, getpid()))
+		TH_LOG("read() of %s sent the FUSE daemon no GETATTR: the test proves nothing",
+		       path);
+
+	/* ... and the same open file maps with its build ID */
+	m = map_overlay_on_fuse(_metadata, self, fd, path, &getattrs);
+	ASSERT_EQ(0, getattrs)
+		TH_LOG("mmap() of %s revalidated the attributes of the FUSE file under it, as read() does: the build ID was read with read()",
+		       path);
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status)
+		TH_LOG("pages cached, yet no build ID");
+	ASSERT_EQ(id_len, m->build_id_size);
+	ASSERT_EQ(0, memcmp(id, m->build_id, id_len))
+		TH_LOG("record %s, file %s", hex(m->build_id, m->build_id_size, h1),
+		       hex(id, id_len, h2));
+	close(fd);
 }
 
 /* The crafted corpus mkfixture writes, and what the kernel must say of it */

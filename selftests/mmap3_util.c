@@ -7,11 +7,18 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SAMPLE_TYPE	(PERF_SAMPLE_TID | PERF_SAMPLE_TIME)
@@ -559,4 +566,187 @@ const char *hex(const unsigned char *id, unsigned int len, char *buf)
 		sprintf(buf + 2 * i, "%02x", id[i]);
 	buf[2 * i] = '\0';
 	return buf;
+}
+
+/* The FUSE backing daemon */
+
+#define FUSE_SUPER_MAGIC	0x65735546
+
+long long monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+int wait_exit(pid_t pid, int *status, int timeout_ms)
+{
+	long long end = monotonic_ms() + timeout_ms;
+
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (monotonic_ms() >= end)
+			return 0;
+		usleep(10 * 1000);
+	}
+}
+
+void fuse_backing_init(struct fuse_backing *fb)
+{
+	memset(fb, 0, sizeof(*fb));
+	fb->report = -1;
+}
+
+static bool is_fuse_mount(const char *path)
+{
+	struct statfs sfs;
+
+	return !statfs(path, &sfs) && sfs.f_type == FUSE_SUPER_MAGIC;
+}
+
+const char *fuse_backing_start(struct fuse_backing *fb, const char *daemon,
+			       const char *backing, const char *mnt,
+			       const char *hang, bool log, int timeout_ms)
+{
+	const char *argv[8];
+	int argc = 0;
+	static char problem[PATH_MAX + 128];
+	pid_t parent = getpid();
+	long long end;
+	int out[2], status;
+
+	fuse_backing_init(fb);
+	snprintf(fb->mnt, sizeof(fb->mnt), "%s", mnt);
+	if (access(daemon, X_OK)) {
+		snprintf(problem, sizeof(problem), "%s: %s", daemon, strerror(errno));
+		return problem;
+	}
+	if (pipe2(out, O_CLOEXEC))
+		return "pipe2() failed";
+	fb->pid = fork();
+	if (fb->pid < 0) {
+		fb->pid = 0;
+		close(out[0]);
+		close(out[1]);
+		return "fork() failed";
+	}
+	if (!fb->pid) {
+		/* Stop (and so unmount) when the test goes, however it goes */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) || getppid() != parent)
+			_exit(1);
+		if (dup2(out[1], STDOUT_FILENO) < 0)
+			_exit(1);
+		argv[argc++] = daemon;
+		if (log)
+			argv[argc++] = "--log";
+		if (hang) {
+			argv[argc++] = "--hang";
+			argv[argc++] = hang;
+		}
+		argv[argc++] = backing;
+		argv[argc++] = mnt;
+		argv[argc] = NULL;
+		execv(daemon, (char *const *)argv);
+		_exit(1);
+	}
+	close(out[1]);
+	fb->report = out[0];
+
+	end = monotonic_ms() + timeout_ms;
+	while (!is_fuse_mount(mnt)) {
+		if (waitpid(fb->pid, &status, WNOHANG) == fb->pid) {
+			fb->pid = 0;
+			fuse_backing_stop(fb, 0);
+			snprintf(problem, sizeof(problem),
+				 "%s exited (status 0x%x) before %s was mounted",
+				 daemon, status, mnt);
+			return problem;
+		}
+		if (monotonic_ms() >= end) {
+			fuse_backing_stop(fb, timeout_ms);
+			snprintf(problem, sizeof(problem),
+				 "%s not a FUSE mount %d ms after starting %s",
+				 mnt, timeout_ms, daemon);
+			return problem;
+		}
+		usleep(10 * 1000);
+	}
+	return NULL;
+}
+
+int fuse_backing_report(struct fuse_backing *fb, char *buf, size_t size,
+			int timeout_ms)
+{
+	long long end = monotonic_ms() + timeout_ms;
+
+	if (fb->report < 0)
+		return -1;
+	for (;;) {
+		char *nl = memchr(fb->line, '\n', fb->len);
+		struct pollfd pfd = { .fd = fb->report, .events = POLLIN };
+		long long left;
+		ssize_t n;
+
+		if (nl) {
+			size_t len = nl - fb->line;
+
+			snprintf(buf, size, "%.*s", (int)len, fb->line);
+			memmove(fb->line, nl + 1, fb->len - len - 1);
+			fb->len -= len + 1;
+			return 1;
+		}
+		if (fb->len == sizeof(fb->line))
+			fb->len = 0;	/* no such lines: drop the junk */
+		left = end - monotonic_ms();
+		if (left < 0)
+			left = 0;
+		n = poll(&pfd, 1, left);
+		if (n < 0 && errno != EINTR)
+			return -1;
+		if (n <= 0) {
+			if (monotonic_ms() >= end)
+				return 0;
+			continue;
+		}
+		n = read(fb->report, fb->line + fb->len,
+			 sizeof(fb->line) - fb->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		fb->len += n;
+	}
+}
+
+void fuse_backing_stop(struct fuse_backing *fb, int timeout_ms)
+{
+	int status;
+
+	if (fb->pid > 0) {
+		kill(fb->pid, SIGTERM);
+		if (wait_exit(fb->pid, &status, timeout_ms) != 1) {
+			/* Its /dev/fuse closes with it: the connection aborts */
+			kill(fb->pid, SIGKILL);
+			waitpid(fb->pid, &status, 0);
+		}
+		fb->pid = 0;
+	}
+	if (fb->report >= 0)
+		close(fb->report);
+	fb->report = -1;
+	/*
+	 * The daemon detaches the mount itself unless it was killed; then
+	 * the mount is dead (ENOTCONN) but still there.  EINVAL (not a mount
+	 * point any more) is the usual answer.
+	 */
+	if (fb->mnt[0])
+		umount2(fb->mnt, MNT_DETACH);
+	fb->mnt[0] = '\0';
+	fb->len = 0;
 }

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <linux/perf_event_mmap3.h>
@@ -147,5 +148,56 @@ int mem_build_id(const void *image, size_t size, unsigned char *id,
 
 /* Format a build ID as hex into @buf (at least 41 bytes). */
 const char *hex(const unsigned char *id, unsigned int len, char *buf);
+
+/*
+ * A FUSE mount served by the fuse_backing daemon (selftests/fuse_backing.c):
+ * a read-only view of the regular files of a backing directory that the
+ * kernel does not cache, optionally with one file whose reads hang.
+ */
+struct fuse_backing {
+	pid_t pid;		/* the daemon; 0: none */
+	int report;		/* read end of its standard output; -1: none */
+	char mnt[PATH_MAX];
+	char line[256];		/* report text read but not yet returned */
+	size_t len;
+};
+
+/* An idle fuse_backing, safe to pass to fuse_backing_stop() */
+void fuse_backing_init(struct fuse_backing *fb);
+
+/*
+ * Start @daemon serving @backing on @mnt (reads of @hang, if not NULL, hang;
+ * @log: report getattr and read requests too, see fuse_backing.c) and wait,
+ * for at most @timeout_ms, until @mnt is a FUSE mount.  The daemon stops
+ * when the calling thread exits.  Returns NULL, or what went wrong (the
+ * daemon is then stopped).
+ */
+const char *fuse_backing_start(struct fuse_backing *fb, const char *daemon,
+			       const char *backing, const char *mnt,
+			       const char *hang, bool log, int timeout_ms);
+
+/*
+ * The next line the daemon reported ("hang PID", ...), waiting for at most
+ * @timeout_ms.  Returns 1 with the line (no newline) in @buf,
+ * 0 if none came in time, -1 if the daemon closed its output.
+ */
+int fuse_backing_report(struct fuse_backing *fb, char *buf, size_t size,
+			int timeout_ms);
+
+/*
+ * Stop the daemon: SIGTERM, and SIGKILL if it has not exited within
+ * @timeout_ms.  Either way its connection is closed, which ends every request
+ * still pending on it, and the mount is detached.
+ */
+void fuse_backing_stop(struct fuse_backing *fb, int timeout_ms);
+
+/* Milliseconds on CLOCK_MONOTONIC, for bounded waits */
+long long monotonic_ms(void);
+
+/*
+ * Wait for at most @timeout_ms for the child @pid to exit, polling.  Returns
+ * 1 (reaped, *@status set), 0 (still running) or -1 (waitpid() failed).
+ */
+int wait_exit(pid_t pid, int *status, int timeout_ms);
 
 #endif
