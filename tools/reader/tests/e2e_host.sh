@@ -44,6 +44,10 @@ run() { # run NAME FUNCTION
 		skipped+=("$1")
 	else
 		sed 's/^/    /' "$W/$1.log" | tail -n 30
+		# What the machine looked like: a full /tmp or the OOM killer
+		# fail tests without a word of their own.
+		echo "    --- at the failure: $(df -h "$W" | awk 'NR == 2 { print $3 " of " $2 " used on " $6 }'), $(free -m | awk '/^Mem:/ { print $7 " MB of " $2 " MB available" }')"
+		dmesg 2>/dev/null | grep -aiE 'out of memory|oom|killed process' | tail -n 3 | sed 's/^/    /'
 		echo "[  FAILED  ] $SUITE.$1 ($((SECONDS - start)) s)"
 		failed+=("$1")
 	fi
