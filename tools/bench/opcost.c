@@ -4,12 +4,13 @@
  * perf event that reports mappings.
  *
  *   mmap3-opcost [--rounds N] [--batch-ms MS] [--threads N [--shared]]
- *                [--ops LIST] [--pages N] [--raw] --dso FILE DIR
+ *                [--ops LIST] [--modes LIST] [--pages N] [--raw] --dso FILE DIR
  *
  * DIR is a writable directory (the guest's tmpfs) for the fixtures; FILE a
  * shared object to dlopen (copied into DIR).  Modes: no event, MMAP2,
- * MMAP2 + build_id and, where the kernel has it, MMAP3; each mode is an
- * event on this process, inherited by its children and threads.
+ * MMAP2 + build_id and, where the kernel has it, MMAP3 (--modes: none,
+ * mmap2, mmap2-build-id, mmap3); each mode is an event on this process,
+ * inherited by its children and threads.
  * Operations (--ops, a comma-separated list of the short names):
  *
  *   mmap           mmap + munmap of an ELF with PROT_EXEC (the file stays
@@ -72,6 +73,9 @@ static const unsigned int mode_flags[NR_MODES] = {
 static const char *const op_names[NR_OPS] = {
 	"mmap+munmap PROT_EXEC", "dlopen+dlclose", "fork+exec",
 	"mprotect RW<->RX anon", "mprotect R<->RX file",
+};
+static const char *const mode_short[NR_MODES] = {
+	"none", "mmap2", "mmap2-build-id", "mmap3",
 };
 static const char *const op_short[NR_OPS] = {
 	"mmap", "dlopen", "fork-exec", "mprotect-anon", "mprotect-file",
@@ -330,24 +334,47 @@ static int copy_file(const char *from, const char *to)
 	return n == st.st_size ? 0 : -1;
 }
 
-static int parse_ops(char *list, int *on)
+/* Set on[i] for each of @names (@n of them) that the comma-separated @list names */
+static int parse_list(char *list, const char *const *names, int n, int *on,
+		      const char *what)
 {
 	char *tok, *save;
-	int op;
+	int i;
 
-	memset(on, 0, NR_OPS * sizeof(*on));
+	memset(on, 0, n * sizeof(*on));
 	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		for (op = 0; op < NR_OPS; op++)
-			if (!strcmp(tok, op_short[op]))
+		for (i = 0; i < n; i++)
+			if (!strcmp(tok, names[i]))
 				break;
-		if (op == NR_OPS) {
-			fprintf(stderr, "mmap3-opcost: unknown operation '%s' (mmap, dlopen, fork-exec, mprotect-anon, mprotect-file)\n",
-				tok);
+		if (i == n) {
+			fprintf(stderr, "mmap3-opcost: unknown %s '%s' (", what, tok);
+			for (i = 0; i < n; i++)
+				fprintf(stderr, "%s%s", i ? ", " : "", names[i]);
+			fprintf(stderr, ")\n");
 			return -1;
 		}
-		on[op] = 1;
+		on[i] = 1;
 	}
 	return 0;
+}
+
+/* A value, or "-" for a mode that did not run */
+static const char *fmt(char *buf, double v)
+{
+	if (v > 0)
+		sprintf(buf, "%.0f", v);
+	else
+		strcpy(buf, "-");
+	return buf;
+}
+
+static const char *fmt_ratio(char *buf, double a, double b)
+{
+	if (a > 0 && b > 0)
+		sprintf(buf, "%.3f", a / b);
+	else
+		strcpy(buf, "-");
+	return buf;
 }
 
 static void op_label(char *buf, size_t len, int op, int nthreads, int shared)
@@ -368,12 +395,15 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "shared", no_argument, NULL, 's' },
 		{ "ops", required_argument, NULL, 'o' },
+		{ "modes", required_argument, NULL, 'm' },
 		{ "pages", required_argument, NULL, 'p' },
 		{ "raw", no_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int rounds = 8, batch_ms = 300, raw = 0, nthreads = 1, shared = 0;
-	int c, round, mode, op, nr_modes, i, on[NR_OPS];
+	int c, round, mode, op, nr_modes, i, on[NR_OPS], mode_on[NR_MODES];
+	int modes[NR_MODES], nm = 0;
+	char b1[32], b2[32], b3[32];
 	long pages = 4096;
 	double *samples[NR_MODES][NR_OPS], *thread_samples[NR_MODES][NR_OPS];
 	double median[NR_MODES][NR_OPS], thread_median[NR_MODES][NR_OPS];
@@ -387,6 +417,8 @@ int main(int argc, char **argv)
 
 	for (op = 0; op < NR_OPS; op++)
 		on[op] = 1;
+	for (mode = 0; mode < NR_MODES; mode++)
+		mode_on[mode] = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 'r')
 			rounds = atoi(optarg);
@@ -399,7 +431,10 @@ int main(int argc, char **argv)
 		else if (c == 's')
 			shared = 1;
 		else if (c == 'o') {
-			if (parse_ops(optarg, on))
+			if (parse_list(optarg, op_short, NR_OPS, on, "operation"))
+				return 2;
+		} else if (c == 'm') {
+			if (parse_list(optarg, mode_short, NR_MODES, mode_on, "mode"))
 				return 2;
 		} else if (c == 'p')
 			pages = atol(optarg);
@@ -447,6 +482,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	nr_modes = mmap3_supported() ? NR_MODES : MODE_MMAP3;
+	if (!mmap3_supported() && mode_on[MODE_MMAP3] && mode_on[MODE_NONE] +
+	    mode_on[MODE_MMAP2] + mode_on[MODE_MMAP2_BUILD_ID] == 0) {
+		fprintf(stderr, "mmap3-opcost: this kernel has no MMAP3\n");
+		return 1;
+	}
+	for (mode = 0; mode < nr_modes; mode++)
+		if (mode_on[mode])
+			modes[nm++] = mode;
 
 	for (mode = 0; mode < nr_modes; mode++)
 		for (op = 0; op < NR_OPS; op++) {
@@ -457,10 +500,10 @@ int main(int argc, char **argv)
 	for (round = 0; round < rounds; round++) {
 		int m;
 
-		for (m = 0; m < nr_modes; m++) {
+		for (m = 0; m < nm; m++) {
 			struct mmap3_events evs = { 0 };
 
-			mode = (m + round) % nr_modes;
+			mode = modes[(m + round) % nm];
 			if (mode_flags[mode]) {
 				err = mmap3_open_cpus(&evs, 0, mode_flags[mode] | EV_INHERIT, pages);
 				if (err) {
@@ -505,8 +548,9 @@ int main(int argc, char **argv)
 				continue;
 			op_label(label, sizeof(label), op, nthreads, shared);
 			for (mode = 0; mode < nr_modes; mode++)
-				printf("%s\t%s\t%.0f\n", label, mode_names[mode],
-				       median[mode][op]);
+				if (mode_on[mode])
+					printf("%s\t%s\t%.0f\n", label, mode_names[mode],
+					       median[mode][op]);
 		}
 		return 0;
 	}
@@ -526,11 +570,11 @@ int main(int argc, char **argv)
 		op_label(label, sizeof(label), op, nthreads, shared);
 		printf("| %s | ", label);
 		for (mode = 0; mode < nr_modes; mode++)
-			printf("%.0f | ", median[mode][op]);
-		printf("%.3f | ", median[MODE_MMAP2_BUILD_ID][op] / median[MODE_NONE][op]);
+			printf("%s | ", fmt(b1, median[mode][op]));
+		printf("%s | ", fmt_ratio(b1, median[MODE_MMAP2_BUILD_ID][op], median[MODE_NONE][op]));
 		if (nr_modes == NR_MODES)
-			printf("%.3f | %.3f |", median[MODE_MMAP3][op] / median[MODE_NONE][op],
-			       median[MODE_MMAP3][op] / median[MODE_MMAP2_BUILD_ID][op]);
+			printf("%s | %s |", fmt_ratio(b2, median[MODE_MMAP3][op], median[MODE_NONE][op]),
+			       fmt_ratio(b3, median[MODE_MMAP3][op], median[MODE_MMAP2_BUILD_ID][op]));
 		printf("\n");
 	}
 	if (nthreads > 1) {
@@ -547,7 +591,7 @@ int main(int argc, char **argv)
 			op_label(label, sizeof(label), op, nthreads, shared);
 			printf("| %s | ", label);
 			for (mode = 0; mode < nr_modes; mode++)
-				printf("%.0f | ", thread_median[mode][op]);
+				printf("%s | ", fmt(b1, thread_median[mode][op]));
 			printf("\n");
 		}
 		printf("\nthroughput, all threads (operations/s):\n\n");
@@ -557,7 +601,7 @@ int main(int argc, char **argv)
 			op_label(label, sizeof(label), op, nthreads, shared);
 			printf("| %s | ", label);
 			for (mode = 0; mode < nr_modes; mode++)
-				printf("%.0f | ", 1e9 / median[mode][op]);
+				printf("%s | ", fmt(b1, median[mode][op] > 0 ? 1e9 / median[mode][op] : 0));
 			printf("\n");
 		}
 	}
@@ -570,6 +614,7 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: mmap3-opcost [--rounds N] [--batch-ms MS] [--threads N [--shared]]\n"
 		"                    [--ops mmap,dlopen,fork-exec,mprotect-anon,mprotect-file]\n"
+		"                    [--modes none,mmap2,mmap2-build-id,mmap3]\n"
 		"                    [--pages N (power of 2)] [--raw] --dso FILE DIR\n");
 	return 2;
 }
