@@ -94,8 +94,8 @@ END {
 		}
 	}
 
-	# How far apart the boots of one kernel were: (max - min) / median
-	worst = 0; worst_nf = 0
+	# How far apart the boots of one kernel were, (max - min) / median, by
+	# kind of row: one thread; fork+exec (exec's layout is random); threads
 	for (key in vals) {
 		n = sorted(key, v)
 		if (n < 2)
@@ -103,25 +103,26 @@ END {
 		m = v[int((n + 1) / 2)] + 0
 		s = m ? (v[n] - v[1]) / m : 0
 		split(key, parts, SUBSEP)
-		if (s > worst) {
-			worst = s; worst_key = parts[1] ", " parts[2] ", " parts[3]
-		}
-		if (parts[2] !~ /fork/ && s > worst_nf) {
-			worst_nf = s; worst_nf_key = parts[1] ", " parts[2] ", " parts[3]
+		c = parts[2] ~ /threads/ ? 3 : parts[2] ~ /fork/ ? 2 : 1
+		if (s >= worst[c]) {
+			worst[c] = s
+			worst_key[c] = parts[1] ", " parts[2] ", " parts[3]
 		}
 	}
+	cname[1] = "one thread"; cname[2] = "fork+exec"; cname[3] = "threads"
 	printf "\n"
 	if (icount != "")
 		printf "Method: QEMU -icount %s, one vCPU: guest time counts guest\ninstructions (shift=0: 1 ns each), so host load is not in it.\n", icount
 	else
 		printf "Method: wall-clock QEMU TCG (host load is in it).\n"
-	printf "ns/op: per kernel, the median over %d boots (kernels alternating) of\n", boots
+	printf "ns/op: per kernel, the median over %d boots of\n", boots
 	printf "each boot's median of %d interleaved rounds of at least %d ms per\n", rounds, batch
 	printf "operation and mode; with N threads, the batch's elapsed time over the\n"
 	printf "operations of all threads.\n"
 	if (boots > 1) {
 		printf "Largest spread between boots of one kernel, (max - min) / median:\n"
-		printf "%.2f%% (%s); without fork+exec %.2f%% (%s).\n", 100 * worst, worst_key,
-		       100 * worst_nf, worst_nf_key
+		for (c = 1; c <= 3; c++)
+			if (c in worst_key)
+				printf "  %s: %.2f%% (%s)\n", cname[c], 100 * worst[c], worst_key[c]
 	}
 }
