@@ -10,7 +10,7 @@ BENCH_TOOLS := $(BENCH_DIR)/mmap3-coverage $(BENCH_DIR)/mmap3-opcost
 
 $(BENCH_DIR)/mmap3-%: $(TOP)/tools/bench/%.c $(SELFTEST_SRCS) $(SELFTEST_HDRS)
 	@mkdir -p $(@D)
-	$(CC) -O2 -Wall -I$(TOP)/selftests -I$(TOP)/uapi -o $@ $< $(SELFTEST_SRCS) -lelf -ldl
+	$(CC) -O2 -Wall -I$(TOP)/selftests -I$(TOP)/uapi -o $@ $< $(SELFTEST_SRCS) -lelf -ldl -lpthread
 
 bench-kernel: deps
 	@$(MAKE) -s $(BENCH_TOOLS) $(SELFTEST_DIR)/libmmap3_dso.so $(BZIMAGE) \
