@@ -389,6 +389,15 @@ std::string BuildIdCache::ElfPath(const std::string& dir, const std::string& pat
   return dir + "/" + Join(*components) + "/" + id.Hex() + "/" + CacheFileName(path);
 }
 
+std::string BuildIdCache::KallsymsPath(const std::string& dir, const BuildId& id) {
+  return dir + "/[kernel.kallsyms]/" + id.Hex() + "/kallsyms";
+}
+
+std::string BuildIdCache::ModuleSymbolsPath(const std::string& dir, const std::string& module,
+                                            const BuildId& id) {
+  return dir + "/[" + module + "]/" + id.Hex() + "/symbols";
+}
+
 std::string BuildIdCache::LinkPath(const std::string& dir, const BuildId& id) {
   std::string hex = id.Hex();
   return dir + "/" + kLinkDir + "/" + hex.substr(0, 2) + "/" + hex.substr(2);

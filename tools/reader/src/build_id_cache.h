@@ -158,6 +158,12 @@ class BuildIdCache {
   // that cannot be stored.
   static std::string ElfPath(const std::string& dir, const std::string& path, const BuildId& id);
   static std::string LinkPath(const std::string& dir, const BuildId& id);
+  // Kernel symbols (see dso_store.h): <dir>/[kernel.kallsyms]/<id>/kallsyms,
+  // a copy of /proc/kallsyms where perf keeps it; a module's symbols,
+  // <dir>/[<module>]/<module's id>/symbols.  Stored with InsertContents().
+  static std::string KallsymsPath(const std::string& dir, const BuildId& id);
+  static std::string ModuleSymbolsPath(const std::string& dir, const std::string& module,
+                                       const BuildId& id);
 
  private:
   struct Job {

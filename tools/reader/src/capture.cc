@@ -18,7 +18,9 @@
 #include <fmt/format.h>
 
 #include "elf_file.h"
+#include "dso_store.h"
 #include "files.h"
+#include "kallsyms.h"
 #include "linux/perf_event_mmap3.h"
 #include "proc_maps.h"
 #include "process_table.h"
@@ -656,36 +658,65 @@ std::vector<uint8_t> WithBuildId(MmapRecord m, const BuildId& id, const SampleFo
 
 void Capture::SynthesizeKernel(CaptureSink& sink) {
   // What perf writes first: the kernel text as a PERF_RECORD_MMAP of pid -1
-  // named "[kernel.kallsyms]_text", so perf report can relocate kallsyms.
+  // named "[kernel.kallsyms]_text" whose pgoff is where _text is in this
+  // boot, so that a report can relocate any kallsyms snapshot of this
+  // kernel (KASLR); then one record per module, as perf --buildid-mmap
+  // does, each with the loaded module's own build-id.
   auto text = ReadSmallFile("/proc/kallsyms");
   if (!text.ok()) return;
-  uint64_t start = 0, end = 0;
-  std::string_view all = *text;
-  while (!all.empty() && (start == 0 || end == 0)) {
-    size_t nl = all.find('\n');
-    std::string_view line = all.substr(0, nl);
-    all.remove_prefix(nl == std::string_view::npos ? all.size() : nl + 1);
-    size_t sp = line.find(' ');
-    if (sp == std::string_view::npos || line.size() < sp + 3) continue;
-    std::string_view name = line.substr(sp + 3);
-    if (name != "_text" && name != "_etext") continue;
-    uint64_t addr = std::strtoull(std::string(line.substr(0, sp)).c_str(), nullptr, 16);
-    (name == "_text" ? start : end) = addr;
-  }
-  if (start == 0) return;  // addresses hidden by kptr_restrict
+  const Kallsyms kallsyms = ParseKallsyms(*text);
+  const auto start = kallsyms.Marker("_text");
+  if (kallsyms.hidden || !start) return;  // addresses hidden by kptr_restrict
+  const auto end = kallsyms.Marker("_etext");
   MmapRecord m;
   m.format = MmapFormat::kMmap;
   m.misc = PERF_RECORD_MISC_KERNEL;
   m.pid = kKernelPid;
   m.tid = 0;
-  m.start = start;
-  m.len = end > start ? end - start : ~uint64_t{0} - start;
-  m.pgoff = start;
+  m.start = *start;
+  m.len = end && *end > *start ? *end - *start : ~uint64_t{0} - *start;
+  m.pgoff = *start;
   m.filename = "[kernel.kallsyms]_text";
   m.sample_id.has_tid = m.sample_id.has_time = m.sample_id.has_cpu = true;
   m.sample_id.pid = kKernelPid;
   sink.OnRecord(EncodeMmap(m, format()));
   ++stats_.synthesized;
+
+  // The snapshot goes with the capture: a report after a reboot (another
+  // KASLR offset, other modules) cannot use the live one.  perf's place
+  // and format; owner-only, since the addresses defeat KASLR.
+  const BuildId kernel_id = ReadKernelBuildId("/sys/kernel/notes");
+  if (options_.cache != nullptr && !kernel_id.empty()) {
+    // Any complete snapshot of this kernel will do (reports relocate it):
+    // one already stored is kept rather than rewritten (5 MB) each time.
+    (void)options_.cache->InsertContents(
+        kernel_id, "[kernel.kallsyms]", "kallsyms", *text, 0600,
+        [](int, uint64_t size) {
+          return size > 0 ? Status() : Status::Failure("empty kallsyms");
+        });  // failures are counted in the cache's stats
+  }
+
+  auto modules = ReadSmallFile("/proc/modules");
+  if (!modules.ok()) return;
+  for (const KernelModule& module : ParseKernelModules(*modules, kallsyms)) {
+    const BuildId id = ReadKernelBuildId("/sys/module/" + module.name + "/notes/.note.gnu.build-id");
+    const std::string name = "[" + module.name + "]";
+    MmapRecord mm = m;
+    mm.format = id.empty() ? MmapFormat::kMmap : MmapFormat::kMmap2BuildId;
+    mm.build_id = id;
+    mm.start = module.start;
+    mm.len = module.end - module.start;
+    mm.pgoff = 0;
+    mm.filename = name;
+    sink.OnRecord(EncodeMmap(mm, format()));
+    ++stats_.synthesized;
+    // Symbols relative to the load address hold for this build of the
+    // module in any boot, so they are keyed by its build-id.
+    if (options_.cache != nullptr && !id.empty() && !module.symbols.empty()) {
+      (void)options_.cache->InsertContents(id, name, "symbols", FormatModuleSymbols(module),
+                                           0644);
+    }
+  }
 }
 
 void Capture::SynthesizeExisting(CaptureSink& sink) {

@@ -273,19 +273,32 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   // only for paths whose mappings were all of one file (see PathFiles).
   const bool ours = !r.meta_json().empty();
   std::map<std::string, BuildId, std::less<>> by_path;
+  // Modules (misc KERNEL, by their .ko path or "[name]"): perf read their
+  // ids from /sys/module/<name>/notes when it synthesized their records,
+  // from the loaded module, not from the path; a module's MMAP record
+  // carries none.
+  std::map<std::string, BuildId, std::less<>> module_by_path;
   std::set<std::string> ambiguous;
   BuildId kernel_id;
   for (const BuildIdEntry& e : r.build_ids()) {
-    if (e.misc == PERF_RECORD_MISC_KERNEL || e.misc == PERF_RECORD_MISC_GUEST_KERNEL) {
-      if (e.filename.rfind(kKernelName, 0) == 0 || e.filename.find("vmlinux") != std::string::npos)
-        kernel_id = e.build_id;
+    if (e.misc == PERF_RECORD_MISC_GUEST_KERNEL) continue;
+    const bool kernel = e.misc == PERF_RECORD_MISC_KERNEL;
+    if (kernel &&
+        (e.filename.rfind(kKernelName, 0) == 0 || e.filename.find("vmlinux") != std::string::npos)) {
+      kernel_id = e.build_id;
       continue;
     }
-    auto [it, inserted] = by_path.emplace(e.filename, e.build_id);
+    auto [it, inserted] = (kernel ? module_by_path : by_path).emplace(e.filename, e.build_id);
     if (!inserted && it->second != e.build_id) ambiguous.insert(e.filename);
   }
-  for (const std::string& path : ambiguous) by_path.erase(path);
-  if (ours) by_path.clear();
+  for (const std::string& path : ambiguous) {
+    by_path.erase(path);
+    module_by_path.erase(path);
+  }
+  if (ours) {
+    by_path.clear();
+    module_by_path.clear();
+  }
   if (!by_path.empty()) {
     PathFiles files;
     r.ForEachRecord([&](Bytes rec) {
@@ -307,6 +320,10 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     auto it = by_path.find(path);
     return it == by_path.end() ? BuildId() : it->second;
   };
+  po.module_build_id = [&module_by_path](std::string_view path) {
+    auto it = module_by_path.find(path);
+    return it == module_by_path.end() ? BuildId() : it->second;
+  };
   Profile profile(po);
 
   RecordSorter sorter;
@@ -327,6 +344,11 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
 
   SymbolSearch search = SearchFor(options.cache_dir);
   search.kernel_notes = options.kernel_notes;
+  if (options.kernel_notes.empty()) {
+    // Nothing of the running kernel: not its modules either.
+    search.kallsyms.clear();
+    search.modules_dir.clear();
+  }
   DsoStore store(search);
   Symbolizer symbolizer(store);
   ReportModel model = profile.BuildReport(symbolizer, mode);

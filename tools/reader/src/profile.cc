@@ -61,8 +61,9 @@ uint32_t Profile::InternComm(const std::string& comm) {
 }
 
 std::shared_ptr<const MappedObject> Profile::InternObject(MappedObject object) {
-  auto key =
-      std::make_tuple(object.path, object.build_id, object.source, object.kernel, object.owner);
+  auto key = std::make_tuple(object.path, object.build_id, object.source, object.kernel,
+                             object.owner, object.kernel_module, object.reloc_symbol,
+                             object.reloc_address);
   auto& slot = objects_[key];
   if (!slot) slot = std::make_shared<const MappedObject>(std::move(object));
   return slot;
@@ -109,10 +110,48 @@ void Profile::Process(Bytes record) {
   }
 }
 
+void Profile::OnKernelMmap(const MmapRecord& m) {
+  static constexpr std::string_view kImage = "[kernel.kallsyms]";
+  const std::string_view name = m.filename;
+  std::shared_ptr<const MappedObject> object;
+  if (name.starts_with(kImage)) {
+    // perf's "[kernel.kallsyms]_text": pgoff is where _text was in this
+    // capture.  Samples from now on belong to an image object that carries
+    // it, so its symbols are relocated to this boot (KASLR).
+    MappedObject image = *kernel_object_;
+    image.reloc_symbol = std::string(name.substr(kImage.size()));
+    image.reloc_address = image.reloc_symbol.empty() ? 0 : m.pgoff;
+    kernel_object_ = InternObject(std::move(image));
+    object = kernel_object_;
+  } else if (name.starts_with('/') || name.starts_with('[')) {
+    // A module ("[ext4]" as we and perf's --buildid-mmap write it, or its
+    // .ko path): an object of its own, with its own build-id.
+    MappedObject module;
+    module.path = std::string(name);
+    module.kernel = module.kernel_module = true;
+    module.build_id = m.build_id;
+    if (!m.build_id.empty()) {
+      module.source = BuildIdSource::kKernelNotes;
+    } else if (options_.module_build_id) {
+      module.build_id = options_.module_build_id(m.filename);
+      if (!module.build_id.empty()) module.source = BuildIdSource::kPerfHeader;
+    }
+    object = InternObject(std::move(module));
+  } else {
+    return;  // a guest's kernel, or nothing we know
+  }
+  Mapping mapping;
+  mapping.start = m.start;
+  mapping.end = m.start + m.len < m.start ? UINT64_MAX : m.start + m.len;
+  mapping.pgoff = m.pgoff;
+  mapping.object = object;
+  mappings_.push_back({kKernelPid, mapping.start, mapping.end, mapping.pgoff, object.get()});
+  processes_.OnMmap(kKernelPid, std::move(mapping));
+}
+
 void Profile::OnMmap(const MmapRecord& m) {
   if (m.pid == kKernelPid) {
-    // Kernel image and modules: all kernel samples are attributed to the
-    // kernel object and symbolized through kallsyms, which covers modules.
+    OnKernelMmap(m);
     return;
   }
   MappedObject object;
@@ -140,6 +179,12 @@ void Profile::OnMmap(const MmapRecord& m) {
 Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
   switch (space) {
     case Space::kKernel:
+      if (const Mapping* m = processes_.FindKernel(ip)) {
+        if (m->object->kernel_module) return {m->object.get(), ip - m->start};
+        return {m->object.get(), ip};
+      }
+      // Outside the image's text and every module known at the start (BPF,
+      // trampolines, a module loaded since): the kernel, with no symbol.
       return {kernel_object_.get(), ip};
     case Space::kUser:
       if (const Mapping* m = processes_.FindUser(pid, ip))
@@ -213,8 +258,9 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   model.bad_records = bad_records_;
   for (const MappingEntry& e : mappings_) {
     ++model.mappings_by_source[static_cast<int>(e.object->source)];
-    model.mappings.push_back(
-        {e.pid, e.start, e.end, e.pgoff, e.object->path, e.object->build_id, e.object->source});
+    model.mappings.push_back({e.pid == kKernelPid ? -1 : static_cast<int64_t>(e.pid), e.start,
+                              e.end, e.pgoff, e.object->path, e.object->build_id,
+                              e.object->source});
   }
 
   // Every path a build-id was mapped under is a candidate for its file:

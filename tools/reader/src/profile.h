@@ -34,6 +34,9 @@ struct ProfileOptions {
   // Fallback for MMAP records without a build-id: perf.data's build-id table
   // looked up by path (source kPerfHeader).  May be empty.
   std::function<BuildId(std::string_view path)> path_build_id;
+  // The same for kernel modules (MMAP records of pid -1 other than the
+  // image), source kPerfHeader too.  May be empty.
+  std::function<BuildId(std::string_view path)> module_build_id;
   const SourceOverrides* overrides = nullptr;
 };
 
@@ -62,7 +65,7 @@ class Profile {
  private:
   struct Frame {
     const MappedObject* object;  // null: unmapped address
-    uint64_t offset;             // file offset, kernel address, or raw ip
+    uint64_t offset;             // file offset, kernel address, module offset, or raw ip
     bool operator==(const Frame&) const = default;
   };
   struct MappingEntry {
@@ -86,6 +89,7 @@ class Profile {
   static Space ContextSpace(uint64_t marker);
 
   void OnMmap(const MmapRecord& m);
+  void OnKernelMmap(const MmapRecord& m);
   void OnSample(const SampleRecord& s);
   Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
   uint32_t InternComm(const std::string& comm);
@@ -94,11 +98,13 @@ class Profile {
   ProfileOptions options_;
   SampleFormat format_;
   ProcessTable processes_;
+  // The kernel image: samples outside every kernel mapping go here too.
   std::shared_ptr<const MappedObject> kernel_object_;
   // "[guest.kernel]", "[guest.user]", "[guest]", "[hypervisor]": samples
   // whose addresses are not the host's (see AddressOwner).
   std::shared_ptr<const MappedObject> guest_kernel_, guest_user_, guest_, hypervisor_;
-  std::map<std::tuple<std::string, BuildId, BuildIdSource, bool, AddressOwner>,
+  std::map<std::tuple<std::string, BuildId, BuildIdSource, bool, AddressOwner, bool, std::string,
+                      uint64_t>,
            std::shared_ptr<const MappedObject>>
       objects_;
   std::vector<std::string> comms_;

@@ -16,7 +16,8 @@
 //     "mappings_by_source": {"none": N, "mmap3": N, "mmap2": N, "map_files": N,
 //                            "perf_header_unverified": N, "kernel_notes": N,
 //                            "vdso": N},
-//     "mappings": [{"pid": N, "start": "0x..", "end": "0x..", "pgoff": "0x..",
+//     "mappings": [{"pid": N (-1: kernel image, modules), "start": "0x..",
+//                   "end": "0x..", "pgoff": "0x..",
 //                   "path": "...", "build_id": "hex" | "", "source": "..."}]
 //   },
 //   "rows": [{"samples": N, "period": N, "percent": F, "comm": "...",
@@ -72,7 +73,7 @@ struct ReportRow {
 };
 
 struct ReportMapping {
-  uint32_t pid = 0;
+  int64_t pid = 0;  // -1: the kernel image and its modules
   uint64_t start = 0, end = 0, pgoff = 0;
   std::string path;
   BuildId build_id;

@@ -465,6 +465,61 @@ print("NOTE: %d processes read in %.2f s, %d records drained meanwhile, %d lost"
 	json_check "$W/many.json" "d['capture']['startup']['records_drained'] > 0"
 }
 
+t_kernel_symbols_from_the_capture() {
+	# -a samples the kernel too.  Its samples must be on this kernel's
+	# symbols, and record keeps this boot's kallsyms in the cache where perf
+	# keeps it, so that a report after a reboot (another KASLR offset) can
+	# use it, relocated by the recorded _text.
+	awk 'NR == 1 { exit ($1 ~ /^0+$/) }' /proc/kallsyms || skip "kallsyms addresses are hidden here"
+	local cache=$W/kernel.cache
+	"$READER_BIN" record -q -a -F 2000 -o "$W/kernel.data" --buildid-dir "$cache" -- \
+		dd if=/dev/zero of=/dev/null bs=64k count=20000
+	"$READER_BIN" report -i "$W/kernel.data" --buildid-dir "$cache" --format json >"$W/kernel.json"
+	local id
+	id=$(python3 -c "import json,sys; print(next(r['build_id'] for r in json.load(open(sys.argv[1]))['rows'] if r['path'] == '[kernel.kallsyms]'))" "$W/kernel.json")
+	[ -n "$id" ] || fail "no kernel build-id"
+	local file="$cache/[kernel.kallsyms]/$id/kallsyms"
+	[ -f "$file" ] || fail "$file missing"
+	[ "$(stat -c %a "$file")" = 600 ] || fail "$file is mode $(stat -c %a "$file"), want 600"
+	[ -f "$cache/.build-id/${id:0:2}/${id:2}/kallsyms" ] || fail "no .build-id link to the kallsyms"
+	ls "$cache/[kernel.kallsyms]/$id" | grep -qv '^kallsyms$' && fail "a temporary file was left beside the kallsyms"
+	# dd's kernel samples are on symbols of this kernel's text.
+	python3 - "$W/kernel.json" <<'PY' || fail "dd's kernel samples are not on this kernel's symbols"
+import json, sys
+d = json.load(open(sys.argv[1]))
+kernel = [r for r in d["rows"] if r["comm"] == "dd" and r["path"] == "[kernel.kallsyms]"]
+total = sum(r["samples"] for r in kernel)
+named = [r for r in kernel if not r["symbol"].startswith("[unknown")]
+text = set()
+for line in open("/proc/kallsyms"):
+    f = line.split()
+    if len(f) >= 3 and f[1] in "tTwW":
+        text.add(f[2])
+print("NOTE: %d kernel samples of dd, %d on named symbols; top: %s" %
+      (total, sum(r["samples"] for r in named), ", ".join(r["symbol"] for r in named[:3])))
+sys.exit(0 if total >= 20 and sum(r["samples"] for r in named) * 10 >= total * 8
+         and all(r["symbol"] in text for r in named) else 1)
+PY
+	# The same capture read with a snapshot from "another boot": every
+	# address moved by 32 MiB.  Relocated by _text, the report is the same.
+	cp -r "$cache" "$W/kernel.moved"
+	python3 - "$file" "$W/kernel.moved/[kernel.kallsyms]/$id/kallsyms" <<'PY'
+import sys
+out = []
+for line in open(sys.argv[1]):
+    addr, rest = line.split(" ", 1)
+    a = int(addr, 16)
+    out.append("%016x %s" % ((a + (32 << 20)) % (1 << 64) if a else 0, rest))
+open(sys.argv[2], "w").write("".join(out))
+PY
+	"$READER_BIN" report -i "$W/kernel.data" --buildid-dir "$W/kernel.moved" --format json >"$W/kernel-moved.json"
+	python3 -c "
+import json, sys
+rows = lambda f: sorted((r['comm'], r['symbol'], r['samples']) for r in json.load(open(f))['rows'] if r['path'] == '[kernel.kallsyms]')
+sys.exit(0 if rows(sys.argv[1]) == rows(sys.argv[2]) else 1)" "$W/kernel.json" "$W/kernel-moved.json" ||
+		fail "a snapshot from another boot gives other kernel symbols"
+}
+
 t_ctrl_c_drains_and_writes() {
 	start_recorder sigint -q -a -F 1000 -o "$W/sigint.data" --no-buildid-cache
 	"$W/prog" 300
@@ -629,7 +684,8 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_perf_reads_our_file t_we_read_perf_files t_perf_system_wide_file_of_a_replaced_library
        t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
-       t_pid_whose_main_thread_exited t_vdso_is_symbolized t_startup_with_many_processes_drains_meanwhile
+       t_pid_whose_main_thread_exited t_vdso_is_symbolized t_kernel_symbols_from_the_capture
+       t_startup_with_many_processes_drains_meanwhile
        t_ctrl_c_drains_and_writes t_control_stop_ends_the_capture t_command_exit_status_is_passed_on t_errors_are_clear
        t_buildid_cache_is_safe_and_bounded t_permission_error_names_paranoid)
 if [ -n "${E2E_ONLY:-}" ]; then

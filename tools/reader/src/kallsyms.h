@@ -1,0 +1,84 @@
+// Parsing of /proc/kallsyms text: bytes in, symbols out, no I/O.
+//
+// A kallsyms snapshot describes one boot of one kernel: the kernel image's
+// symbols are shifted by that boot's KASLR offset, and each module's by
+// where it was loaded.  What stays the same from boot to boot is where a
+// symbol lies relative to a reference symbol of its own object: `_text` for
+// the image (what perf records as "[kernel.kallsyms]_text"), the load
+// address for a module.  Callers relocate with that; this file only parses.
+//
+// Line format: "<hex address> <type> <name>[\t[<owner>]]".  The owner tag
+// names a module ("ext4") or another kernel text owner ("bpf",
+// "__builtin__ftrace"); lines without one belong to the kernel image.
+// Malformed lines are skipped.
+#ifndef MMAP3_READER_KALLSYMS_H_
+#define MMAP3_READER_KALLSYMS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "elf_file.h"
+
+namespace mmap3 {
+
+struct KallsymsLine {
+  uint64_t addr = 0;
+  char type = 0;
+  std::string_view name;
+  std::string_view owner;  // "" for the kernel image
+};
+
+// Calls fn(const KallsymsLine&) for every well-formed line of `text`.
+void ForEachKallsymsLine(std::string_view text, const std::function<void(const KallsymsLine&)>& fn);
+// Text (code) symbol types: t, T, w, W.
+bool IsKallsymsText(char type);
+
+struct Kallsyms {
+  // Text symbols of the kernel image, sorted by address (size 0: each
+  // extends to the next).
+  std::vector<ElfSymbol> kernel;
+  // Text symbols by owner ("ext4", "bpf", ...), each sorted by address.
+  std::map<std::string, std::vector<ElfSymbol>, std::less<>> owners;
+  // Addresses of the kernel image's layout markers (_text, _stext, _etext),
+  // whatever their type.
+  std::map<std::string, uint64_t, std::less<>> markers;
+  // True when every address is zero: kptr_restrict hid them from the reader.
+  bool hidden = true;
+
+  std::optional<uint64_t> Marker(std::string_view name) const;
+};
+
+Kallsyms ParseKallsyms(std::string_view text);
+
+// A loaded module as /proc/modules and kallsyms show it.
+struct KernelModule {
+  std::string name;
+  // Its code: from the load address (/proc/modules) up to the first of its
+  // size, the next module and the first text symbol of another owner (since
+  // Linux 6.4 the size counts data allocated elsewhere, so load address +
+  // size can reach into other code).
+  uint64_t start = 0, end = 0;
+  // Its text symbols, addresses relative to `start`, sorted.
+  std::vector<ElfSymbol> symbols;
+};
+
+// Live modules of a /proc/modules text with nonzero addresses, ordered by
+// address, with their symbols from `kallsyms` (the same moment's snapshot).
+std::vector<KernelModule> ParseKernelModules(std::string_view proc_modules,
+                                             const Kallsyms& kallsyms);
+
+// A module's symbols as the build-id cache keeps them: kallsyms lines with
+// addresses relative to the load address ("<offset> <type> <name>\t[<module>]"),
+// so that they hold in every boot that loads this build of the module.
+std::string FormatModuleSymbols(const KernelModule& module);
+// The inverse: the symbols of the lines tagged with `name`, sorted.
+std::vector<ElfSymbol> ParseModuleSymbols(std::string_view text, std::string_view name);
+
+}  // namespace mmap3
+
+#endif  // MMAP3_READER_KALLSYMS_H_

@@ -1,0 +1,92 @@
+#include "kallsyms.h"
+
+#include <gtest/gtest.h>
+
+#include "dso_store.h"
+
+namespace mmap3 {
+namespace {
+
+TEST(KallsymsTest, SplitsTheImageFromModulesAndKeepsMarkers) {
+  const Kallsyms k = ParseKallsyms(
+      "ffffffff81000000 T _stext\n"
+      "ffffffff81000000 T _text\n"
+      "ffffffff81000100 t do_work\n"
+      "ffffffff81000200 D some_data\n"
+      "ffffffff82000000 T _etext\n"
+      "ffffffffc0001000 t mod_fn\t[mod]\n"
+      "ffffffffc0001100 d mod_data\t[mod]\n"
+      "ffffffffc0009000 t bpf_prog_1\t[bpf]\n"
+      "not a line\n"
+      "ffffffff8100zzzz T bad_address\n"
+      "ffffffff81000300 T\n"
+      "ffffffff81000400 T name\t[unterminated\n");
+  EXPECT_FALSE(k.hidden);
+  ASSERT_EQ(k.kernel.size(), 4u);  // _stext, _text, do_work, _etext
+  EXPECT_EQ(k.kernel[2].name, "do_work");
+  EXPECT_EQ(k.Marker("_text"), 0xffffffff81000000u);
+  EXPECT_EQ(k.Marker("_etext"), 0xffffffff82000000u);
+  EXPECT_EQ(k.Marker("schedule"), std::nullopt);
+  ASSERT_EQ(k.owners.count("mod"), 1u);
+  ASSERT_EQ(k.owners.at("mod").size(), 1u);  // text only
+  EXPECT_EQ(k.owners.at("mod")[0].name, "mod_fn");
+  EXPECT_EQ(k.owners.count("bpf"), 1u);
+}
+
+TEST(KallsymsTest, AllZeroAddressesAreHidden) {
+  EXPECT_TRUE(ParseKallsyms("0000000000000000 T _text\n0000000000000000 t x\t[m]\n").hidden);
+  EXPECT_TRUE(ParseKallsyms("").hidden);
+}
+
+// /proc/modules of Linux 6.4+: the size counts data allocated elsewhere, so
+// a module's load address + size can reach over another owner's code.
+TEST(KallsymsTest, ModuleRangesStopAtTheNextOwnersCode) {
+  const Kallsyms k = ParseKallsyms(
+      "ffffffff81000000 T _text\n"
+      "ffffffffc0000000 t a_init_fn\t[a]\n"
+      "ffffffffc0000040 t a_fn\t[a]\n"
+      "ffffffffc0002000 t bpf_prog_x\t[bpf]\n"
+      "ffffffffc0004000 t b_fn\t[b]\n"
+      "ffffffffc0010000 t c_fn\t[c]\n");
+  const auto mods = ParseKernelModules(
+      "c 4096 0 - Live 0xffffffffc0010000\n"
+      "b 65536 1 c, Live 0xffffffffc0004000 (OE)\n"
+      "a 65536 0 - Live 0xffffffffc0000000\n"
+      "gone 4096 0 - Unloading 0xffffffffc0020000\n"
+      "hidden 4096 0 - Live 0x0000000000000000\n",
+      k);
+  ASSERT_EQ(mods.size(), 3u);
+  EXPECT_EQ(mods[0].name, "a");
+  EXPECT_EQ(mods[0].start, 0xffffffffc0000000u);
+  EXPECT_EQ(mods[0].end, 0xffffffffc0002000u);  // BPF code follows
+  ASSERT_EQ(mods[0].symbols.size(), 2u);
+  EXPECT_EQ(mods[0].symbols[1].addr, 0x40u);  // relative to the load address
+  EXPECT_EQ(mods[1].name, "b");
+  EXPECT_EQ(mods[1].end, 0xffffffffc0010000u);  // the next module
+  EXPECT_EQ(mods[2].name, "c");
+  EXPECT_EQ(mods[2].end, 0xffffffffc0011000u);  // its size
+}
+
+TEST(KallsymsTest, ModuleSymbolsRoundTrip) {
+  KernelModule m;
+  m.name = "nf_nat";
+  m.symbols = {{0x0, 0, "nf_nat_setup"}, {0x1c0, 0, "nf_nat_packet"}};
+  const std::string text = FormatModuleSymbols(m);
+  const auto back = ParseModuleSymbols(text, "nf_nat");
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].addr, 0x1c0u);
+  EXPECT_EQ(back[1].name, "nf_nat_packet");
+  EXPECT_TRUE(ParseModuleSymbols(text, "other").empty());
+}
+
+TEST(KallsymsTest, ModuleNamesFromPaths) {
+  EXPECT_EQ(KernelModuleName("[nf_nat]"), "nf_nat");
+  EXPECT_EQ(KernelModuleName("/lib/modules/6.1.0/kernel/net/nf-nat.ko"), "nf_nat");
+  EXPECT_EQ(KernelModuleName("/lib/modules/6.1.0/kernel/fs/ext4.ko.xz"), "ext4");
+  EXPECT_EQ(KernelModuleName("/usr/lib/libc.so.6"), "");
+  EXPECT_EQ(KernelModuleName("/x/.ko"), "");
+  EXPECT_EQ(KernelModuleName("[]"), "");
+}
+
+}  // namespace
+}  // namespace mmap3
