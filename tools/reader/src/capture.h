@@ -19,7 +19,8 @@
 // /proc/PID/map_files/<range> while the mapping exists and rewrites the MMAP2
 // (or MMAP3) record to carry it, noting the source in overrides().  Processes
 // that exist when capture starts (-a, -p) get synthesized COMM and MMAP2
-// records built the same way.
+// records built the same way, timed by startup_stamps.h; the events use
+// CLOCK_MONOTONIC for that.
 //
 // Contract: Run() returns after a stop signal (SIGINT/SIGTERM), the end of
 // the duration, or the exit of the command, and only once every buffer has
@@ -50,6 +51,7 @@
 #include "record.h"
 #include "report.h"
 #include "result.h"
+#include "startup_stamps.h"
 
 namespace mmap3 {
 
@@ -194,6 +196,10 @@ class Capture {
   CaptureStats stats_;
   // So that a library mapped by many processes is parsed once per version.
   InodeBuildIds id_by_inode_;
+  // While existing processes are synthesized: the changes the kernel
+  // reported, to time what was read (null otherwise).
+  std::unique_ptr<StartupStamps> stamps_;
+  std::vector<uint64_t> sideband_ids_;
   // Target of the signalfd read kept in flight on the ring; it lives as long
   // as the Capture so a read completing during ring teardown stays harmless.
   std::unique_ptr<signalfd_siginfo> siginfo_ = std::make_unique<signalfd_siginfo>();

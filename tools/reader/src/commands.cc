@@ -76,7 +76,8 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
   if (s.startup) {
     meta["startup"] = {{"processes", s.startup->processes},
                        {"seconds", s.startup->seconds},
-                       {"records_drained", s.startup->records_drained}};
+                       {"records_drained", s.startup->records_drained},
+                       {"changed_during_read", s.startup->changed_during_read}};
   }
   return meta;
 }
@@ -243,7 +244,10 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
         const json* drained = field(*s, "records_drained");
         if (n && n->is_number_unsigned() && secs && secs->is_number() && drained &&
             drained->is_number_unsigned())
-          startup = StartupStats{n->get<uint64_t>(), secs->get<double>(), drained->get<uint64_t>()};
+          startup = StartupStats{n->get<uint64_t>(), secs->get<double>(), drained->get<uint64_t>(), 0};
+        // Absent in files of older readers.
+        if (const json* c = field(*s, "changed_during_read"); startup && c && c->is_number_unsigned())
+          startup->changed_during_read = c->get<uint64_t>();
       }
       if (const json* list = field(meta, "overrides"); list && list->is_array()) {
         for (const json& o : *list) {

@@ -11,7 +11,8 @@
 //     "bad_records": N,
 //     "late_records": N   (records older than one already attributed:
 //                          applied out of time order),
-//     "startup": {"processes": N, "seconds": F, "records_drained": N} | null
+//     "startup": {"processes": N, "seconds": F, "records_drained": N,
+//                 "changed_during_read": N} | null
 //                (-a and -p; null for a command, perf's files, older files),
 //     "mappings_by_source": {"none": N, "mmap3": N, "mmap2": N, "map_files": N,
 //                            "perf_header_unverified": N, "kernel_notes": N,
@@ -90,6 +91,9 @@ struct StartupStats {
   uint64_t processes = 0;
   double seconds = 0;
   uint64_t records_drained = 0;  // taken from the buffers meanwhile
+  // Mappings and names that changed while they were read: not synthesized,
+  // the kernel's records of the change describe them.
+  uint64_t changed_during_read = 0;
 };
 
 struct ReportModel {
