@@ -709,13 +709,14 @@ void BuildIdCache::Add(const BuildId& id, const std::string& path, UniqueFd fd,
 
 void BuildIdCache::AddContents(const BuildId& id, const std::string& path,
                                const std::string& file_name, std::string contents, mode_t mode,
-                               Priority priority) {
+                               Priority priority, Verifier accept_existing) {
   Job job;
   job.id = id;
   job.path = path;
   job.file_name = file_name;
   job.contents = std::move(contents);
   job.mode = mode;
+  job.accept_existing = std::move(accept_existing);
   Enqueue(std::move(job), priority);
 }
 
@@ -739,7 +740,8 @@ void BuildIdCache::Run(std::deque<Job>* queue) {
       (void)Insert(job.id, job.path, job.fd.get());
       job.fd.Reset();
     } else {
-      (void)InsertContents(job.id, job.path, job.file_name, job.contents, job.mode);
+      (void)InsertContents(job.id, job.path, job.file_name, job.contents, job.mode,
+                           job.accept_existing);
     }
     std::lock_guard lock(mu_);
     if (on_done_) on_done_(job.id);

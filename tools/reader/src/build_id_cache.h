@@ -132,9 +132,11 @@ class BuildIdCache {
   // the id is already queued).
   void Add(const BuildId& id, const std::string& path, UniqueFd fd,
            Priority priority = Priority::kLive);
-  // Queues InsertContents(id, path, file_name, contents, mode).
+  // Queues InsertContents(id, path, file_name, contents, mode,
+  // accept_existing); the verifier is called on a worker thread.
   void AddContents(const BuildId& id, const std::string& path, const std::string& file_name,
-                   std::string contents, mode_t mode, Priority priority = Priority::kLive);
+                   std::string contents, mode_t mode, Priority priority = Priority::kLive,
+                   Verifier accept_existing = nullptr);
   void Stop();
   Stats stats() const;
   // Whether Add() or AddContents() has been called for `id` (queued or done).
@@ -173,6 +175,7 @@ class BuildIdCache {
     std::string file_name;  // with contents (AddContents)
     std::string contents;
     mode_t mode = 0;
+    Verifier accept_existing;
   };
   struct Request;
   enum class Outcome { kCopied, kPresent, kMismatch, kFailed, kRefused, kTooLarge, kSkipped,
