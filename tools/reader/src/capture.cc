@@ -690,10 +690,11 @@ void Capture::SynthesizeKernel(CaptureSink& sink) {
   // does, each with the loaded module's own build-id.
   auto text = ReadSmallFile("/proc/kallsyms");
   if (!text.ok()) return;
-  const Kallsyms kallsyms = ParseKallsyms(*text);
-  const auto start = kallsyms.Marker("_text");
-  if (kallsyms.hidden || !start) return;  // addresses hidden by kptr_restrict
-  const auto end = kallsyms.Marker("_etext");
+  // Shared with the cache's worker, which compares a stored snapshot to it.
+  const auto kallsyms = std::make_shared<const Kallsyms>(ParseKallsyms(*text));
+  const auto start = kallsyms->Marker("_text");
+  if (kallsyms->hidden || !start) return;  // addresses hidden by kptr_restrict
+  const auto end = kallsyms->Marker("_etext");
   MmapRecord m;
   m.format = MmapFormat::kMmap;
   m.misc = PERF_RECORD_MISC_KERNEL;
@@ -710,21 +711,33 @@ void Capture::SynthesizeKernel(CaptureSink& sink) {
 
   // The snapshot goes with the capture: a report after a reboot (another
   // KASLR offset, other modules) cannot use the live one.  perf's place
-  // and format; owner-only, since the addresses defeat KASLR.
+  // and format; owner-only, since the addresses defeat KASLR.  Written by
+  // the cache's background worker: 5 MB or more, not on the start path.
   const BuildId kernel_id = ReadKernelBuildId("/sys/kernel/notes");
-  if (options_.cache != nullptr && !kernel_id.empty()) {
-    // Any complete snapshot of this kernel will do (reports relocate it):
-    // one already stored is kept rather than rewritten (5 MB) each time.
-    (void)options_.cache->InsertContents(
-        kernel_id, "[kernel.kallsyms]", "kallsyms", *text, 0600,
-        [](int, uint64_t size) {
-          return size > 0 ? Status() : Status::Failure("empty kallsyms");
-        });  // failures are counted in the cache's stats
+  if (options_.cache != nullptr && !kernel_id.empty() && kallsyms->complete) {
+    // Any whole snapshot of this image will do (reports relocate it), so
+    // one already stored is kept rather than rewritten every run; one cut
+    // short, of another image, or readable by others is replaced.
+    BuildIdCache::Verifier keep = [kallsyms](int fd, uint64_t) -> Status {
+      struct stat st;
+      if (fstat(fd, &st) != 0) return ErrnoStatus("stat the stored kallsyms");
+      if ((st.st_mode & 077) != 0) return Status::Failure("the stored kallsyms is not owner-only");
+      auto stored = ReadAllFd(fd, kMaxKallsymsBytes, "the stored kallsyms");
+      if (!stored.ok()) return stored.status();
+      const Kallsyms k = ParseKallsyms(*stored);
+      if (!k.complete) return Status::Failure("the stored kallsyms is not whole");
+      if (!SameKernelImage(k, *kallsyms))
+        return Status::Failure("the stored kallsyms lists another image");
+      return {};
+    };
+    // Failures are counted in the cache's stats.
+    options_.cache->AddContents(kernel_id, "[kernel.kallsyms]", "kallsyms", std::move(*text), 0400,
+                                BuildIdCache::Priority::kBackground, std::move(keep));
   }
 
   auto modules = ReadSmallFile("/proc/modules");
   if (!modules.ok()) return;
-  for (const KernelModule& module : ParseKernelModules(*modules, kallsyms)) {
+  for (const KernelModule& module : ParseKernelModules(*modules, *kallsyms)) {
     const BuildId id = ReadKernelBuildId("/sys/module/" + module.name + "/notes/.note.gnu.build-id");
     const std::string name = "[" + module.name + "]";
     MmapRecord mm = m;
@@ -737,10 +750,11 @@ void Capture::SynthesizeKernel(CaptureSink& sink) {
     sink.OnRecord(EncodeMmap(mm, format()));
     ++stats_.synthesized;
     // Symbols relative to the load address hold for this build of the
-    // module in any boot, so they are keyed by its build-id.
+    // module in any boot, so they are keyed by its build-id: the same
+    // bytes every time, kept if already stored.  Offsets reveal no address.
     if (options_.cache != nullptr && !id.empty() && !module.symbols.empty()) {
-      (void)options_.cache->InsertContents(id, name, "symbols", FormatModuleSymbols(module),
-                                           0644);
+      options_.cache->AddContents(id, name, "symbols", FormatModuleSymbols(module), 0444,
+                                  BuildIdCache::Priority::kBackground);
     }
   }
 }

@@ -74,7 +74,22 @@ Kallsyms ParseKallsyms(std::string_view text) {
   });
   SortByAddress(&k.kernel);
   for (auto& [owner, symbols] : k.owners) SortByAddress(&symbols);
+  const auto text_start = k.Marker("_text"), text_end = k.Marker("_etext");
+  k.complete = !k.hidden && text.ends_with('\n') && text_start && text_end &&
+               *text_start < *text_end;
   return k;
+}
+
+bool SameKernelImage(const Kallsyms& a, const Kallsyms& b) {
+  const auto a_text = a.Marker("_text"), b_text = b.Marker("_text");
+  if (!a_text || !b_text || a.kernel.size() != b.kernel.size()) return false;
+  for (size_t i = 0; i < a.kernel.size(); ++i) {
+    // Unsigned differences: symbols below _text compare as well.
+    if (a.kernel[i].name != b.kernel[i].name ||
+        a.kernel[i].addr - *a_text != b.kernel[i].addr - *b_text)
+      return false;
+  }
+  return true;
 }
 
 std::vector<KernelModule> ParseKernelModules(std::string_view proc_modules,

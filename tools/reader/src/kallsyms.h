@@ -26,6 +26,10 @@
 
 namespace mmap3 {
 
+// Larger kallsyms files are not read (a distribution kernel with its
+// modules lists about 10 MB).
+inline constexpr uint64_t kMaxKallsymsBytes = uint64_t{256} << 20;
+
 struct KallsymsLine {
   uint64_t addr = 0;
   char type = 0;
@@ -49,11 +53,20 @@ struct Kallsyms {
   std::map<std::string, uint64_t, std::less<>> markers;
   // True when every address is zero: kptr_restrict hid them from the reader.
   bool hidden = true;
+  // True for a whole snapshot of a kernel image: addresses shown, every
+  // line ended (the text ends with a newline), and the image's _text below
+  // its _etext.  kallsyms lists the image in address order, so a copy cut
+  // short anywhere in the image's text lacks _etext.
+  bool complete = false;
 
   std::optional<uint64_t> Marker(std::string_view name) const;
 };
 
 Kallsyms ParseKallsyms(std::string_view text);
+
+// Whether two snapshots list one kernel image: the same text symbols at the
+// same distances from _text, as any two boots of one build do.
+bool SameKernelImage(const Kallsyms& a, const Kallsyms& b);
 
 // A loaded module as /proc/modules and kallsyms show it.
 struct KernelModule {

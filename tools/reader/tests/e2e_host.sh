@@ -483,9 +483,22 @@ t_kernel_symbols_from_the_capture() {
 	[ -n "$id" ] || fail "no kernel build-id"
 	local file="$cache/[kernel.kallsyms]/$id/kallsyms"
 	[ -f "$file" ] || fail "$file missing"
-	[ "$(stat -c %a "$file")" = 600 ] || fail "$file is mode $(stat -c %a "$file"), want 600"
+	[ "$(stat -c %a "$file")" = 400 ] || fail "$file is mode $(stat -c %a "$file"), want 400"
 	[ -f "$cache/.build-id/${id:0:2}/${id:2}/kallsyms" ] || fail "no .build-id link to the kallsyms"
 	ls "$cache/[kernel.kallsyms]/$id" | grep -qv '^kallsyms$' && fail "a temporary file was left beside the kallsyms"
+	# The next capture keeps a whole snapshot (the same inode) and replaces
+	# one cut short in the image's text.
+	cp -r "$cache" "$W/kernel.again"
+	local again="$W/kernel.again/[kernel.kallsyms]/$id/kallsyms" inode
+	inode=$(stat -c %i "$again")
+	"$READER_BIN" record -q -a -o "$W/again.data" --buildid-dir "$W/kernel.again" -- true
+	[ "$(stat -c %i "$again")" = "$inode" ] || fail "a whole kallsyms snapshot was rewritten"
+	head -c $(($(stat -c %s "$file") / 4)) "$file" >"$again.cut"
+	chmod 400 "$again.cut"
+	mv -f "$again.cut" "$again"
+	"$READER_BIN" record -q -a -o "$W/again.data" --buildid-dir "$W/kernel.again" -- true
+	grep -q ' _etext$' "$again" && [ -z "$(tail -c 1 "$again")" ] || fail "a kallsyms cut short was kept"
+	[ "$(stat -c %a "$again")" = 400 ] || fail "the replaced kallsyms is mode $(stat -c %a "$again")"
 	# dd's kernel samples are on symbols of this kernel's text.
 	python3 - "$W/kernel.json" <<'PY' || fail "dd's kernel samples are not on this kernel's symbols"
 import json, sys

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "dso_store.h"
+#include "fixtures.h"
 
 namespace mmap3 {
 namespace {
@@ -36,6 +37,34 @@ TEST(KallsymsTest, SplitsTheImageFromModulesAndKeepsMarkers) {
 TEST(KallsymsTest, AllZeroAddressesAreHidden) {
   EXPECT_TRUE(ParseKallsyms("0000000000000000 T _text\n0000000000000000 t x\t[m]\n").hidden);
   EXPECT_TRUE(ParseKallsyms("").hidden);
+}
+
+// A snapshot is usable only whole: a copy cut short in the image's text
+// would put every later address on its last symbol.
+TEST(KallsymsTest, OnlyAWholeSnapshotIsComplete) {
+  const std::string whole = testing::FakeKallsyms(0xffffffff81000000, 0xffffffffc0000000);
+  EXPECT_TRUE(ParseKallsyms(whole).complete);
+  // Cut at a line's end before _etext, in the middle of a line, or hidden.
+  const size_t schedule = whole.find(" T schedule\n");
+  ASSERT_NE(schedule, std::string::npos);
+  EXPECT_FALSE(ParseKallsyms(whole.substr(0, whole.rfind('\n', schedule) + 1)).complete);
+  EXPECT_FALSE(ParseKallsyms(whole.substr(0, whole.size() - 3)).complete);
+  EXPECT_FALSE(ParseKallsyms("0000000000000000 T _text\n0000000000000000 T _etext\n").complete);
+  // Cut after _etext (modules lost): the image is whole.
+  EXPECT_TRUE(ParseKallsyms(whole.substr(0, whole.find("some_data\n") + 10)).complete);
+}
+
+TEST(KallsymsTest, OneImageInAnyBoot) {
+  const Kallsyms a = ParseKallsyms(testing::FakeKallsyms(0xffffffff81000000, 0xffffffffc0000000));
+  const Kallsyms b = ParseKallsyms(testing::FakeKallsyms(0xffffffff9a200000, 0xffffffffc1230000));
+  EXPECT_TRUE(SameKernelImage(a, b));
+  EXPECT_TRUE(SameKernelImage(b, a));
+  std::string other = testing::FakeKallsyms(0xffffffff81000000, 0xffffffffc0000000);
+  other.replace(other.find("helper"), 6, "helpes");
+  EXPECT_FALSE(SameKernelImage(a, ParseKallsyms(other)));
+  const std::string whole = testing::FakeKallsyms(0xffffffff81000000, 0xffffffffc0000000);
+  EXPECT_FALSE(SameKernelImage(a, ParseKallsyms(whole.substr(0, whole.find("_etext")))));
+  EXPECT_FALSE(SameKernelImage(a, ParseKallsyms("")));
 }
 
 // /proc/modules of Linux 6.4+: the size counts data allocated elsewhere, so
