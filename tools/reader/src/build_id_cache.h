@@ -166,6 +166,12 @@ class BuildIdCache {
   static std::string KallsymsPath(const std::string& dir, const BuildId& id);
   static std::string ModuleSymbolsPath(const std::string& dir, const std::string& module,
                                        const BuildId& id);
+  // Opens <dir>/<path>/<id>/<file_name> for reading, for files whose
+  // contents cannot be checked against the id (kernel symbols): nothing
+  // below <dir> is followed, and only a regular file owned by us or root and
+  // writable by its owner alone is opened (what InsertContents() keeps).
+  static Result<UniqueFd> OpenEntry(const std::string& dir, const std::string& path,
+                                    const BuildId& id, const std::string& file_name);
 
  private:
   struct Job {

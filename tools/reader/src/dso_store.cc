@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "build_id_cache.h"
-#include "proc_maps.h"
+#include "files.h"
 
 namespace mmap3 {
 
@@ -126,26 +126,36 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
 
 namespace {
 
-std::optional<std::string> ReadWholeFile(const std::string& path) {
-  if (path.empty()) return std::nullopt;
-  auto text = ReadSmallFile(path);
+// Kernel symbols, from an open file: /proc's, or an entry of the cache
+// opened by BuildIdCache::OpenEntry(), which refuses what another user
+// could have written (unlike an ELF image, such a file carries no build-id
+// to check it by).  Never a FIFO or a device.
+std::optional<std::string> ReadText(Result<UniqueFd> fd, const std::string& shown) {
+  if (!fd.ok()) return std::nullopt;
+  auto text = ReadAllFd(fd->get(), kMaxKallsymsBytes, shown);
   if (!text.ok()) return std::nullopt;
   return std::move(*text);
 }
 
+std::optional<std::string> ReadWholeFile(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  return ReadText(OpenRegularFile(path), path);
+}
+
 // The kernel image's table from one snapshot, for a capture whose
 // `ref_symbol` was at `ref_address`; null if the snapshot cannot be related
-// to the capture.
+// to the capture or is not whole (see Kallsyms::complete: one cut short
+// would put every later address on its last symbol).
 std::unique_ptr<SymbolTable> ImageTable(const Kallsyms& k, const std::string& ref_symbol,
                                         uint64_t ref_address) {
-  if (k.hidden || k.kernel.empty()) return nullptr;
+  if (!k.complete || k.kernel.empty()) return nullptr;
   const auto ref = k.Marker(ref_symbol);
   if (!ref) return nullptr;
   // Everything of the image moves by one offset (KASLR), so the distance
   // from the reference is the same in both boots.
   const uint64_t bias = *ref - ref_address;
   const uint64_t lo = std::min(*ref, k.Marker("_text").value_or(*ref));
-  const uint64_t hi = k.Marker("_etext").value_or(UINT64_MAX);
+  const uint64_t hi = *k.Marker("_etext");
   return std::make_unique<SymbolTable>(SymbolTable::Relocated(k.kernel, bias, lo, hi));
 }
 
@@ -168,11 +178,15 @@ const SymbolTable* DsoStore::KernelSymbols(const BuildId& id, const std::string&
                                            uint64_t ref_address) {
   auto [it, inserted] = kernels_.try_emplace(std::make_tuple(id, ref_symbol, ref_address));
   if (!inserted) return it->second.get();
-  if (id.empty() || ref_symbol.empty()) return nullptr;
+  // Address 0: the capture's kallsyms was hidden (kptr_restrict), so its
+  // addresses cannot be related to any snapshot either.
+  if (id.empty() || ref_symbol.empty() || ref_address == 0) return nullptr;
   std::unique_ptr<SymbolTable>& table = it->second;
   // The snapshot record kept for this kernel, from whichever boot.
   if (!search_.cache_dir.empty()) {
-    if (auto text = ReadWholeFile(BuildIdCache::KallsymsPath(search_.cache_dir, id)))
+    if (auto text = ReadText(
+            BuildIdCache::OpenEntry(search_.cache_dir, "[kernel.kallsyms]", id, "kallsyms"),
+            BuildIdCache::KallsymsPath(search_.cache_dir, id)))
       table = ImageTable(ParseKallsyms(*text), ref_symbol, ref_address);
   }
   // The running kernel: the same build, relocated the same way.
@@ -193,8 +207,10 @@ const SymbolTable* DsoStore::ModuleSymbols(const BuildId& id, const std::string&
     return nullptr;
   std::vector<ElfSymbol> symbols;
   if (!search_.cache_dir.empty()) {
-    if (auto text = ReadWholeFile(BuildIdCache::ModuleSymbolsPath(search_.cache_dir, name, id)))
-      symbols = ParseModuleSymbols(*text, name);
+    // Written whole by record; a last line without its newline was cut.
+    auto text = ReadText(BuildIdCache::OpenEntry(search_.cache_dir, "[" + name + "]", id, "symbols"),
+                         BuildIdCache::ModuleSymbolsPath(search_.cache_dir, name, id));
+    if (text && text->ends_with('\n')) symbols = ParseModuleSymbols(*text, name);
   }
   if (symbols.empty() && !search_.modules_dir.empty() &&
       ReadKernelBuildId(search_.modules_dir + "/" + name + "/notes/.note.gnu.build-id") == id) {

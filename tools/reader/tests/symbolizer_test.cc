@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -328,6 +329,61 @@ TEST_F(KernelSymbolsTest, HiddenSnapshotFallsBackToTheSameBootsLiveOne) {
   EXPECT_EQ(At(Image(kIdV2, kBootA), kBootA + 0x150), "do_work");
 }
 
+// A copy cut short in the image's text (a full disk, a crash of whatever
+// wrote it) lacks the symbols after the cut: every later address would land
+// on the last one left.
+TEST_F(KernelSymbolsTest, ASnapshotCutShortIsNotUsed) {
+  Cached(kIdV2, kBootA);
+  const std::string file = BuildIdCache::KallsymsPath(cache_.path(), Id(kIdV2));
+  const std::string whole = testing::FakeKallsyms(kBootA, kModuleA);
+  const MappedObject k = Image(kIdV2, kBootA);
+  const uint64_t schedule = kBootA + testing::kScheduleOffset + 0x10;
+  ASSERT_EQ(At(k, schedule), "schedule");
+  // Cut at the end of the line before schedule's, and inside schedule's.
+  const size_t line = whole.rfind('\n', whole.find(" T schedule\n")) + 1;
+  for (size_t cut : {line, line + 10}) {
+    testing::WriteFile(file, whole.substr(0, cut));
+    EXPECT_EQ(At(k, schedule), fmt::format("[unknown 222222222222]+{:#x}", schedule)) << cut;
+  }
+}
+
+// Unlike an ELF image, a snapshot has no build-id to check it by: it is
+// used only if no one but us or root could have put it there.
+TEST_F(KernelSymbolsTest, ASnapshotOthersCouldWriteIsNotUsed) {
+  const MappedObject k = Image(kIdV2, kBootA);
+  const uint64_t schedule = kBootA + testing::kScheduleOffset + 0x10;
+  const std::string unknown = fmt::format("[unknown 222222222222]+{:#x}", schedule);
+  Cached(kIdV2, kBootA);
+  const std::string file = BuildIdCache::KallsymsPath(cache_.path(), Id(kIdV2));
+  ASSERT_EQ(At(k, schedule), "schedule");
+  ASSERT_EQ(chmod(file.c_str(), 0664), 0);
+  EXPECT_EQ(At(k, schedule), unknown);
+  // A symlink to a whole snapshot, in place of the file or of its directory.
+  const std::string elsewhere = dir_.File("elsewhere");
+  std::filesystem::create_directories(elsewhere);
+  testing::WriteFile(elsewhere + "/kallsyms", testing::FakeKallsyms(kBootA, kModuleA));
+  std::filesystem::remove(file);
+  std::filesystem::create_symlink(elsewhere + "/kallsyms", file);
+  EXPECT_EQ(At(k, schedule), unknown);
+  const std::string entry = std::filesystem::path(file).parent_path();
+  std::filesystem::remove_all(entry);
+  std::filesystem::create_directory_symlink(elsewhere, entry);
+  EXPECT_EQ(At(k, schedule), unknown);
+  // A FIFO is not read (it would block the report).
+  std::filesystem::remove(entry);
+  std::filesystem::create_directories(entry);
+  ASSERT_EQ(mkfifo(file.c_str(), 0600), 0);
+  EXPECT_EQ(At(k, schedule), unknown);
+}
+
+// A capture made where kallsyms was hidden (kptr_restrict) that still has a
+// _text record, at address 0: nothing relates it to a snapshot.
+TEST_F(KernelSymbolsTest, AHiddenReferenceGivesNoSymbols) {
+  Cached(kIdV2, kBootA);
+  const uint64_t schedule = kBootA + testing::kScheduleOffset + 0x10;
+  EXPECT_EQ(At(Image(kIdV2, 0), schedule), fmt::format("[unknown 222222222222]+{:#x}", schedule));
+}
+
 MappedObject Module(const char* id) {
   MappedObject m;
   m.kernel = m.kernel_module = true;
@@ -348,6 +404,18 @@ TEST_F(KernelSymbolsTest, ModuleSymbolsAreRelativeToTheLoadAddress) {
   EXPECT_EQ(At(Module(kIdV1), 0x10), "mod_init");
   // Another build of the module has other code: nothing stored for it.
   EXPECT_EQ(At(Module(kIdV2), 0x1010), "[unknown 222222222222]+0x1010");
+}
+
+TEST_F(KernelSymbolsTest, ModuleSymbolsCutShortAreNotUsed) {
+  KernelModule stored;
+  stored.name = "fakemod";
+  stored.symbols = {{0, 0, "mod_init"}, {0x1000, 0, "mod_work"}};
+  const std::string file = BuildIdCache::ModuleSymbolsPath(cache_.path(), "fakemod", Id(kIdV1));
+  std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+  const std::string whole = FormatModuleSymbols(stored);
+  // The last line lost its end: 0x1010 would be in mod_init.
+  testing::WriteFile(file, whole.substr(0, whole.size() - 8));
+  EXPECT_EQ(At(Module(kIdV1), 0x1010), "[unknown 111111111111]+0x1010");
 }
 
 TEST_F(KernelSymbolsTest, LiveModuleSymbolsOnlyForTheSameBuild) {
