@@ -682,6 +682,14 @@ std::vector<uint8_t> WithBuildId(MmapRecord m, const BuildId& id, const SampleFo
   return EncodeMmap(m, format);
 }
 
+namespace {
+
+std::string ModuleNotesPath(const std::string& module) {
+  return "/sys/module/" + module + "/notes/.note.gnu.build-id";
+}
+
+}  // namespace
+
 void Capture::SynthesizeKernel(CaptureSink& sink) {
   // What perf writes first: the kernel text as a PERF_RECORD_MMAP of pid -1
   // named "[kernel.kallsyms]_text" whose pgoff is where _text is in this
@@ -737,8 +745,8 @@ void Capture::SynthesizeKernel(CaptureSink& sink) {
 
   auto modules = ReadSmallFile("/proc/modules");
   if (!modules.ok()) return;
-  for (const KernelModule& module : ParseKernelModules(*modules, *kallsyms)) {
-    const BuildId id = ReadKernelBuildId("/sys/module/" + module.name + "/notes/.note.gnu.build-id");
+  for (KernelModule& module : ParseKernelModules(*modules, *kallsyms)) {
+    const BuildId id = ReadKernelBuildId(ModuleNotesPath(module.name));
     const std::string name = "[" + module.name + "]";
     MmapRecord mm = m;
     mm.format = id.empty() ? MmapFormat::kMmap : MmapFormat::kMmap2BuildId;
@@ -756,6 +764,32 @@ void Capture::SynthesizeKernel(CaptureSink& sink) {
       options_.cache->AddContents(id, name, "symbols", FormatModuleSymbols(module), 0444,
                                   BuildIdCache::Priority::kBackground);
     }
+    module.build_id = id;
+    module.symbols.clear();
+    start_modules_.push_back(std::move(module));
+  }
+}
+
+void Capture::CheckKernelModules() {
+  // The kernel reports no module loads or unloads, so the modules recorded
+  // at the start are compared with those loaded now: a range that holds
+  // other code now may have run it during the capture (ModulesOverlaid).
+  if (start_modules_.empty()) return;
+  std::vector<size_t> overlaid;
+  auto text = ReadSmallFile("/proc/kallsyms");
+  auto modules = ReadSmallFile("/proc/modules");
+  const Kallsyms now = text.ok() ? ParseKallsyms(*text) : Kallsyms{};
+  if (!modules.ok() || now.hidden) {
+    // Nothing to compare with: none of them is vouched for.
+    for (size_t i = 0; i < start_modules_.size(); ++i) overlaid.push_back(i);
+  } else {
+    std::vector<KernelModule> after = ParseKernelModules(*modules, now);
+    for (KernelModule& a : after) a.build_id = ReadKernelBuildId(ModuleNotesPath(a.name));
+    overlaid = ModulesOverlaid(start_modules_, after, now);
+  }
+  for (size_t i : overlaid) {
+    stats_.changed_kernel_modules.push_back(
+        {"[" + start_modules_[i].name + "]", start_modules_[i].start});
   }
 }
 
@@ -1141,6 +1175,7 @@ Status Capture::Run(CaptureSink& sink) {
   for (PerfEventFd& e : events_) (void)e.Disable();
   while (DrainAll(sink) != 0) {
   }
+  CheckKernelModules();
   if (read_lost_) {
     for (const PerfEventFd& e : events_) {
       auto lost = e.LostSamples();  // side-band events lose records too

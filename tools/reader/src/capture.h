@@ -47,6 +47,7 @@
 #include "address_space.h"
 #include "build_id_cache.h"
 #include "inode_build_ids.h"
+#include "kallsyms.h"
 #include "perf_event_fd.h"
 #include "record.h"
 #include "report.h"
@@ -108,6 +109,9 @@ struct CaptureStats {
   uint64_t synthesized = 0;
   uint64_t control_unknown = 0;  // --control lines that were no command we know
   std::optional<StartupStats> startup;  // -a and -p only
+  // Modules recorded at the start whose range held other code by the end
+  // (see ModulesOverlaid): their samples cannot be attributed.
+  std::vector<KernelModuleMapping> changed_kernel_modules;
   double elapsed_seconds = 0;
 };
 
@@ -155,6 +159,9 @@ class Capture {
   // Handles what a read of the control descriptor returned; true: stop.
   bool OnControlInput(std::string_view bytes);
   void SynthesizeKernel(CaptureSink& sink);
+  // At the end: lists in stats_ the modules synthesized at the start whose
+  // range holds other code now.
+  void CheckKernelModules();
   void SynthesizeExisting(CaptureSink& sink);
   // Hands every record the buffers hold to the sink; with end_round, ends
   // the round (which lets the sink release what is ordered).
@@ -200,6 +207,8 @@ class Capture {
   // reported, to time what was read (null otherwise).
   std::unique_ptr<StartupStamps> stamps_;
   std::vector<uint64_t> sideband_ids_;
+  // The modules synthesized at the start, with their build-ids (no symbols).
+  std::vector<KernelModule> start_modules_;
   // Target of the signalfd read kept in flight on the ring; it lives as long
   // as the Capture so a read completing during ring teardown stays harmless.
   std::unique_ptr<signalfd_siginfo> siginfo_ = std::make_unique<signalfd_siginfo>();

@@ -73,6 +73,10 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
                {"bad_size", s.bad_size},
                {"filled_build_ids", s.filled_build_ids},
                {"fill_failures", s.fill_failures}};
+  json changed = json::array();
+  for (const KernelModuleMapping& m : s.changed_kernel_modules)
+    changed.push_back({{"path", m.path}, {"start", m.start}});
+  meta["kernel_modules_changed"] = changed;
   if (s.startup) {
     meta["startup"] = {{"processes", s.startup->processes},
                        {"seconds", s.startup->seconds},
@@ -201,6 +205,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
     if (Status s = writer->Finish(table, MetaJson(c, c.overrides()).dump()); !s.ok()) return s;
     return result;
   }
+  profile.SetChangedKernelModules(c.stats().changed_kernel_modules);
   DsoStore store(SearchFor(options.cache_dir));
   Symbolizer symbolizer(store);
   result.report = profile.BuildReport(symbolizer, CaptureModeName(c.mode()));
@@ -224,6 +229,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   int64_t event_lost = -1;
   uint64_t ring_bad = 0;
   std::optional<StartupStats> startup;
+  std::vector<KernelModuleMapping> changed_modules;
   if (!r.meta_json().empty()) {
     // Our own section, but from a file: every field is checked for its type
     // (json::value() throws on a mistyped one) and a bad one is ignored.
@@ -248,6 +254,15 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
         // Absent in files of older readers.
         if (const json* c = field(*s, "changed_during_read"); startup && c && c->is_number_unsigned())
           startup->changed_during_read = c->get<uint64_t>();
+      }
+      if (const json* list = field(meta, "kernel_modules_changed"); list && list->is_array()) {
+        for (const json& m : *list) {
+          if (!m.is_object()) continue;
+          const json* path = field(m, "path");
+          const json* start = field(m, "start");
+          if (path && path->is_string() && start && start->is_number_unsigned())
+            changed_modules.push_back({path->get<std::string>(), start->get<uint64_t>()});
+        }
       }
       if (const json* list = field(meta, "overrides"); list && list->is_array()) {
         for (const json& o : *list) {
@@ -345,6 +360,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     sorter.PushView(RecordTime(rec, format_of(rec)), rec);  // the file stays mapped
   });
   sorter.Flush(process);
+  profile.SetChangedKernelModules(changed_modules);
 
   SymbolSearch search = SearchFor(options.cache_dir);
   search.kernel_notes = options.kernel_notes;

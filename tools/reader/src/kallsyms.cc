@@ -162,6 +162,32 @@ std::vector<KernelModule> ParseKernelModules(std::string_view proc_modules,
   return out;
 }
 
+std::vector<size_t> ModulesOverlaid(const std::vector<KernelModule>& before,
+                                    const std::vector<KernelModule>& after,
+                                    const Kallsyms& after_kallsyms) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < before.size(); ++i) {
+    const KernelModule& m = before[i];
+    auto inside = [&m](uint64_t start, uint64_t end) { return start < m.end && m.start < end; };
+    bool overlaid = false;
+    for (const KernelModule& a : after) {
+      if (!inside(a.start, a.end)) continue;
+      if (a.name != m.name || a.start != m.start || a.build_id != m.build_id) overlaid = true;
+    }
+    // Code that is no module's: BPF programs, ftrace and kprobe pages.
+    for (const auto& [owner, symbols] : after_kallsyms.owners) {
+      if (overlaid) break;
+      if (std::any_of(after.begin(), after.end(),
+                      [&](const KernelModule& a) { return a.name == owner; }))
+        continue;  // a module: its range was looked at above
+      overlaid = std::any_of(symbols.begin(), symbols.end(),
+                             [&](const ElfSymbol& s) { return inside(s.addr, s.addr + 1); });
+    }
+    if (overlaid) out.push_back(i);
+  }
+  return out;
+}
+
 std::string FormatModuleSymbols(const KernelModule& module) {
   std::string out;
   for (const ElfSymbol& s : module.symbols)

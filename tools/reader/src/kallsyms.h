@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "build_id.h"
 #include "elf_file.h"
 
 namespace mmap3 {
@@ -78,12 +79,25 @@ struct KernelModule {
   uint64_t start = 0, end = 0;
   // Its text symbols, addresses relative to `start`, sorted.
   std::vector<ElfSymbol> symbols;
+  // From /sys/module/<name>/notes, filled in by the caller (empty: unknown).
+  BuildId build_id;
 };
 
 // Live modules of a /proc/modules text with nonzero addresses, ordered by
 // address, with their symbols from `kallsyms` (the same moment's snapshot).
 std::vector<KernelModule> ParseKernelModules(std::string_view proc_modules,
                                              const Kallsyms& kallsyms);
+
+// The modules of `before` (loaded when a capture started) whose address
+// range, at its end (`after`, `after_kallsyms`), holds code of something
+// other than that very module (same name, load address and build-id):
+// another module, another build of it, a BPF program or a trampoline.  The
+// kernel reports no module loads, so samples in such a range cannot be told
+// apart.  A module unloaded or moved whose old range holds nothing is not
+// listed.  Indexes into `before`, ascending.
+std::vector<size_t> ModulesOverlaid(const std::vector<KernelModule>& before,
+                                    const std::vector<KernelModule>& after,
+                                    const Kallsyms& after_kallsyms);
 
 // A module's symbols as the build-id cache keeps them: kallsyms lines with
 // addresses relative to the load address ("<offset> <type> <name>\t[<module>]"),

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <set>
 
 namespace mmap3 {
 namespace {
@@ -248,6 +249,31 @@ std::vector<const MappedObject*> Profile::Objects() const {
   return out;
 }
 
+void Profile::SetChangedKernelModules(const std::vector<KernelModuleMapping>& modules) {
+  const std::set<KernelModuleMapping> changed(modules.begin(), modules.end());
+  std::set<std::string> paths;
+  for (const MappingEntry& e : mappings_) {
+    if (e.pid != kKernelPid || !e.object->kernel_module ||
+        !changed.count({e.object->path, e.start}))
+      continue;
+    paths.insert(e.object->path);
+    auto& stand_in = changed_modules_[e.object];
+    if (stand_in) continue;
+    // Which code ran there is not known: no build-id, so no symbols (the
+    // module's would be a guess), and the report says why.
+    MappedObject o = *e.object;
+    o.build_id = BuildId();
+    o.source = BuildIdSource::kNone;
+    stand_in = std::make_shared<const MappedObject>(std::move(o));
+  }
+  changed_module_paths_.assign(paths.begin(), paths.end());
+}
+
+const MappedObject* Profile::Shown(const MappedObject* object) const {
+  auto it = changed_modules_.find(object);
+  return it == changed_modules_.end() ? object : it->second.get();
+}
+
 ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode) const {
   ReportModel model;
   model.mode = mode;
@@ -256,11 +282,12 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   model.lost_records = lost_records_;
   model.lost_samples = lost_samples_;
   model.bad_records = bad_records_;
+  model.changed_kernel_modules = changed_module_paths_;
   for (const MappingEntry& e : mappings_) {
-    ++model.mappings_by_source[static_cast<int>(e.object->source)];
+    const MappedObject* object = Shown(e.object);
+    ++model.mappings_by_source[static_cast<int>(object->source)];
     model.mappings.push_back({e.pid == kKernelPid ? -1 : static_cast<int64_t>(e.pid), e.start,
-                              e.end, e.pgoff, e.object->path, e.object->build_id,
-                              e.object->source});
+                              e.end, e.pgoff, object->path, object->build_id, object->source});
   }
 
   // Every path a build-id was mapped under is a candidate for its file:
@@ -290,6 +317,7 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   std::unordered_map<RowKey, RowSums, RowKeyHash> rows;
   flat_.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t count,
                     uint64_t period) {
+    object = object != nullptr ? Shown(object) : nullptr;
     Symbolizer::Symbol symbol{&kUnknown, SymbolStatus::kNoMapping};
     if (object != nullptr) symbol = symbolizer.Lookup(*object, offset);
     RowSums& sums = rows[RowKey{comm, object, symbol.name}];
@@ -332,7 +360,7 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
     std::string line = comms_[key.first];
     for (const auto& [object, offset] : key.second) {
       line += ';';
-      line += object != nullptr ? symbolizer.Symbolize(*object, offset) : "[unknown]";
+      line += object != nullptr ? symbolizer.Symbolize(*Shown(object), offset) : "[unknown]";
     }
     folded[line] += count;
   }

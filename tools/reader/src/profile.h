@@ -59,6 +59,12 @@ class Profile {
   // Every distinct object seen (including the kernel), for build-id tables.
   std::vector<const MappedObject*> Objects() const;
 
+  // Kernel modules whose recorded range held other code by the end of the
+  // capture (CaptureStats::changed_kernel_modules, or what a file's metadata
+  // says): their samples are reported without the module's build-id, so
+  // never on its symbols.  Call after every record has been processed.
+  void SetChangedKernelModules(const std::vector<KernelModuleMapping>& modules);
+
   // Symbolizes and aggregates; `mode` is copied into the model.
   ReportModel BuildReport(Symbolizer& symbolizer, const std::string& mode) const;
 
@@ -88,6 +94,9 @@ class Profile {
   static Space SampleSpace(uint16_t misc);
   static Space ContextSpace(uint64_t marker);
 
+  // The object a report shows for `object`: itself, or the stand-in of a
+  // changed module (see SetChangedKernelModules).
+  const MappedObject* Shown(const MappedObject* object) const;
   void OnMmap(const MmapRecord& m);
   void OnKernelMmap(const MmapRecord& m);
   void OnSample(const SampleRecord& s);
@@ -116,6 +125,9 @@ class Profile {
   std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, uint64_t>
       stacks_;
   std::vector<MappingEntry> mappings_;
+  // Changed modules' objects -> their stand-ins, without a build-id.
+  std::map<const MappedObject*, std::shared_ptr<const MappedObject>> changed_modules_;
+  std::vector<std::string> changed_module_paths_;  // sorted
   uint64_t samples_ = 0, lost_records_ = 0, lost_samples_ = 0, bad_records_ = 0;
   uint64_t period_ = 0;  // sum of the samples' periods: what overhead is a share of
   uint64_t unattributed_ = 0;

@@ -53,6 +53,14 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
                    : fmt::format(", {} changed while read (left to the kernel's records)",
                                  m.startup->changed_during_read));
   }
+  if (!m.changed_kernel_modules.empty()) {
+    std::string names;
+    for (const std::string& path : m.changed_kernel_modules) names += " " + path;
+    fmt::print(out,
+               "# kernel modules with other code in their place by the end of the capture (a "
+               "module or BPF loaded there; their samples are [unknown]):{}\n",
+               names);
+  }
   fmt::print(out, "#\n");
   size_t comm_w = 7, dso_w = 3;
   std::vector<std::string> dsos;
@@ -114,6 +122,7 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                                              {"changed_during_read",
                                               m.startup->changed_during_read}}
                                       : json(nullptr)},
+                {"kernel_modules_changed", m.changed_kernel_modules},
                 {"mappings_by_source", sources},
                 {"mappings", mappings}}},
               {"rows", rows}};

@@ -14,6 +14,10 @@
 //     "startup": {"processes": N, "seconds": F, "records_drained": N,
 //                 "changed_during_read": N} | null
 //                (-a and -p; null for a command, perf's files, older files),
+//     "kernel_modules_changed": ["[name]", ...]   (modules recorded at the
+//                start whose range held other code by the end: another
+//                module, another build, BPF; their samples are
+//                "[unknown]+0x<offset>", the module's build-id not given),
 //     "mappings_by_source": {"none": N, "mmap3": N, "mmap2": N, "map_files": N,
 //                            "perf_header_unverified": N, "kernel_notes": N,
 //                            "vdso": N},
@@ -54,6 +58,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "address_space.h"
@@ -86,6 +91,15 @@ struct ReportStack {
   uint64_t samples = 0;
 };
 
+// A kernel module's mapping as record wrote it: "[ext4]" at its load address.
+struct KernelModuleMapping {
+  std::string path;
+  uint64_t start = 0;
+  bool operator<(const KernelModuleMapping& o) const {
+    return std::tie(path, start) < std::tie(o.path, o.start);
+  }
+};
+
 // What record read of the processes that existed when it started (-a, -p).
 struct StartupStats {
   uint64_t processes = 0;
@@ -111,6 +125,9 @@ struct ReportModel {
   // out of order (a late mapping misses the samples before it).
   uint64_t late_records = 0;
   std::optional<StartupStats> startup;  // unknown for perf's files
+  // Modules whose range held other code by the end of the capture (another
+  // module, another build, BPF): their samples are [unknown].  Paths.
+  std::vector<std::string> changed_kernel_modules;
   std::array<uint64_t, kBuildIdSourceCount> mappings_by_source{};
   std::vector<ReportRow> rows;
   std::vector<ReportMapping> mappings;

@@ -421,6 +421,70 @@ TEST(RunReportTest, PerfFilesKernelAndModuleSymbolsAreRelocated) {
   EXPECT_EQ(by_path[ko]->source, BuildIdSource::kPerfHeader);
 }
 
+// Our file whose metadata says that fakemod's range held other code by the
+// end of the capture: its samples get no symbol of fakemod.
+TEST(RunReportTest, ModulesThatChangedDuringTheCaptureGetNoSymbols) {
+  constexpr uint64_t kModule = 0xffffffffc1230000;
+  TempDir dir, cache;
+  auto write = [&](const std::string& file, const std::string& meta) {
+    auto w = PerfDataWriter::Create(file, {Attr()});
+    ASSERT_TRUE(w.ok());
+    MmapRecord m;
+    m.format = MmapFormat::kMmap2BuildId;
+    m.misc = PERF_RECORD_MISC_KERNEL;
+    m.pid = kKernelPid;
+    m.start = kModule;
+    m.len = 0x4000;
+    m.build_id = Id(kIdV1);
+    m.filename = "[fakemod]";
+    m.sample_id = Sid(kKernelPid, 0);
+    ASSERT_TRUE(w->Write(EncodeMmap(m, kFormat)).ok());
+    ASSERT_TRUE(w->Write(Comm(1, "app", 1)).ok());
+    SampleRecord s;
+    s.misc = PERF_RECORD_MISC_KERNEL;
+    s.pid = s.tid = 1;
+    s.ip = kModule + 0x1008;
+    s.time = 2;
+    ASSERT_TRUE(w->Write(EncodeSample(s, {}, kFormat)).ok());
+    ASSERT_TRUE(w->Finish({}, meta).ok());
+  };
+  KernelModule fakemod;
+  fakemod.name = "fakemod";
+  fakemod.symbols = {{0x1000, 0, "mod_work"}};
+  const std::string symbols = BuildIdCache::ModuleSymbolsPath(cache.path(), "fakemod", Id(kIdV1));
+  std::filesystem::create_directories(std::filesystem::path(symbols).parent_path());
+  testing::WriteFile(symbols, FormatModuleSymbols(fakemod));
+  auto report = [&](const std::string& file) {
+    ReportOptions o;
+    o.input = file;
+    o.cache_dir = cache.path();
+    o.kernel_notes = "";
+    return RunReport(o);
+  };
+
+  write(dir.File("same.data"), fmt::format(R"({{"mode":"mmap2-build-id",
+      "kernel_modules_changed":[{{"path":"[other]","start":{}}}]}})", kModule));
+  auto same = report(dir.File("same.data"));
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  ASSERT_EQ(same->rows.size(), 1u);
+  EXPECT_EQ(same->rows[0].symbol, "mod_work");
+  EXPECT_TRUE(same->changed_kernel_modules.empty());
+
+  write(dir.File("changed.data"), fmt::format(R"({{"mode":"mmap2-build-id",
+      "kernel_modules_changed":[{{"path":"[fakemod]","start":{}}}, 7, {{"path":1}}]}})", kModule));
+  auto changed = report(dir.File("changed.data"));
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  ASSERT_EQ(changed->rows.size(), 1u);
+  EXPECT_EQ(changed->rows[0].path, "[fakemod]");
+  EXPECT_EQ(changed->rows[0].symbol, "[unknown]+0x1008");
+  EXPECT_TRUE(changed->rows[0].build_id.empty());
+  EXPECT_EQ(changed->changed_kernel_modules, std::vector<std::string>{"[fakemod]"});
+  std::ostringstream text;
+  WriteTextReport(*changed, text);
+  EXPECT_NE(text.str().find("their samples are [unknown]): [fakemod]"), std::string::npos)
+      << text.str();
+}
+
 bool CanProfile() {
   perf_event_attr a{};
   a.size = sizeof(a);

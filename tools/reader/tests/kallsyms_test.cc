@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "dso_store.h"
 #include "fixtures.h"
 
@@ -94,6 +96,67 @@ TEST(KallsymsTest, ModuleRangesStopAtTheNextOwnersCode) {
   EXPECT_EQ(mods[1].end, 0xffffffffc0010000u);  // the next module
   EXPECT_EQ(mods[2].name, "c");
   EXPECT_EQ(mods[2].end, 0xffffffffc0011000u);  // its size
+}
+
+// Modules at the start and the end of a capture: which ranges could have
+// run code other than the module recorded there.
+class ModulesOverlaidTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kA = 0xffffffffc0000000, kB = 0xffffffffc0010000;
+  static KernelModule Module(const char* name, uint64_t start, uint64_t end, const char* id) {
+    KernelModule m;
+    m.name = name;
+    m.start = start;
+    m.end = end;
+    m.build_id = testing::Id(id);
+    return m;
+  }
+  // fs at kA (8 KiB), net at kB, as recorded at the start.
+  std::vector<KernelModule> before_ = {Module("fs", kA, kA + 0x2000, testing::kIdV1),
+                                       Module("net", kB, kB + 0x3000, testing::kIdV2)};
+  static std::vector<size_t> Overlaid(const std::vector<KernelModule>& before,
+                                      const std::vector<KernelModule>& after,
+                                      const std::string& kallsyms = "") {
+    return ModulesOverlaid(before, after, ParseKallsyms(kallsyms));
+  }
+};
+
+TEST_F(ModulesOverlaidTest, TheSameModulesAreNotOverlaid) {
+  EXPECT_EQ(Overlaid(before_, before_), std::vector<size_t>{});
+}
+
+TEST_F(ModulesOverlaidTest, AModuleGoneOrMovedWithNothingInItsPlaceIsNot) {
+  // fs unloaded; net unloaded and loaded again elsewhere: their old ranges
+  // hold nothing, so what was sampled there was them.
+  EXPECT_EQ(Overlaid(before_, {Module("net", 0xffffffffc0100000, 0xffffffffc0103000,
+                                      testing::kIdV2)}),
+            std::vector<size_t>{});
+}
+
+TEST_F(ModulesOverlaidTest, AnotherModuleInItsPlaceIs) {
+  // fs unloaded, net reloaded at fs's old address: fs's range ran net's
+  // code; net's old range holds nothing, so what ran there was net.
+  EXPECT_EQ(Overlaid(before_, {Module("net", kA, kA + 0x3000, testing::kIdV2)}),
+            std::vector<size_t>{0});
+  // Another module loaded into the tail of fs's range (/proc/modules'
+  // size counts more than the code).
+  std::vector<KernelModule> after = before_;
+  after.push_back(Module("late", kA + 0x1800, kA + 0x1900, testing::kIdV3));
+  EXPECT_EQ(Overlaid(before_, after), std::vector<size_t>{0});
+}
+
+TEST_F(ModulesOverlaidTest, AnotherBuildInItsPlaceIs) {
+  std::vector<KernelModule> after = before_;
+  after[1].build_id = testing::Id(testing::kIdV3);  // rebuilt, reloaded at the same address
+  EXPECT_EQ(Overlaid(before_, after), std::vector<size_t>{1});
+}
+
+TEST_F(ModulesOverlaidTest, OtherCodeInItsRangeIs) {
+  const std::string bpf = fmt::format("{:016x} t bpf_prog_1\t[bpf]\n", kB + 0x2800);
+  EXPECT_EQ(Overlaid(before_, before_, bpf), std::vector<size_t>{1});
+  // Outside every recorded range: nothing to say.
+  EXPECT_EQ(Overlaid(before_, before_, fmt::format("{:016x} t bpf_prog_2\t[bpf]\n", kB + 0x3000)),
+            std::vector<size_t>{});
 }
 
 TEST(KallsymsTest, ModuleSymbolsRoundTrip) {

@@ -362,7 +362,7 @@ class KernelAttributionTest : public ::testing::Test {
   }
   // A capture made in boot B: the image record, fakemod (build-id v1) at
   // kModuleB, and kernel samples in schedule, in the module and elsewhere.
-  ReportModel Capture() {
+  ReportModel Capture(const std::vector<KernelModuleMapping>& changed = {}) {
     ProfileOptions o;
     o.kernel_build_id = Id(kIdV3);
     Profile p(o);
@@ -375,7 +375,16 @@ class KernelAttributionTest : public ::testing::Test {
       p.Process(Sample(5, kBootB + testing::kScheduleOffset + 0x10, t++, {}, /*kernel=*/true));
     for (int i = 0; i < 2; ++i) p.Process(Sample(5, kModuleB + 0x1010, t++, {}, true));
     p.Process(Sample(5, 0xffffffffc9000000, t++, {}, true));  // BPF, or a later module
+    p.SetChangedKernelModules(changed);
     return ReportWith(p, search_);
+  }
+  void CacheModuleSymbols() {
+    KernelModule fakemod;
+    fakemod.name = "fakemod";
+    fakemod.symbols = {{0, 0, "mod_init"}, {0x1000, 0, "mod_work"}};
+    const std::string mod = BuildIdCache::ModuleSymbolsPath(cache_.path(), "fakemod", Id(kIdV1));
+    std::filesystem::create_directories(std::filesystem::path(mod).parent_path());
+    testing::WriteFile(mod, FormatModuleSymbols(fakemod));
   }
   static const ReportRow* Row(const ReportModel& m, const std::string& path, uint64_t samples) {
     for (const ReportRow& r : m.rows)
@@ -403,12 +412,7 @@ TEST_F(KernelAttributionTest, TheCapturesSnapshotPutsScheduleOnSchedule) {
   const std::string kallsyms = BuildIdCache::KallsymsPath(cache_.path(), Id(kIdV3));
   std::filesystem::create_directories(std::filesystem::path(kallsyms).parent_path());
   testing::WriteFile(kallsyms, testing::FakeKallsyms(kBootA, 0xffffffffc0000000));
-  KernelModule fakemod;
-  fakemod.name = "fakemod";
-  fakemod.symbols = {{0, 0, "mod_init"}, {0x1000, 0, "mod_work"}};
-  const std::string mod = BuildIdCache::ModuleSymbolsPath(cache_.path(), "fakemod", Id(kIdV1));
-  std::filesystem::create_directories(std::filesystem::path(mod).parent_path());
-  testing::WriteFile(mod, FormatModuleSymbols(fakemod));
+  CacheModuleSymbols();
 
   ReportModel m = Capture();
   ASSERT_EQ(m.rows.size(), 3u);
@@ -431,6 +435,31 @@ TEST_F(KernelAttributionTest, TheCapturesSnapshotPutsScheduleOnSchedule) {
   EXPECT_EQ(m.mappings[1].pid, -1);
   EXPECT_EQ(m.mappings[1].path, "[fakemod]");
   EXPECT_EQ(m.mappings[1].build_id, Id(kIdV1));
+}
+
+// The kernel reports no module loads: when record finds other code in a
+// module's range at the end (a module loaded where it was, another build of
+// it, BPF), samples there may not be the module's, and get no symbol of it.
+TEST_F(KernelAttributionTest, AModuleWithOtherCodeInItsPlaceGetsNoSymbols) {
+  search_.cache_dir = cache_.path();
+  CacheModuleSymbols();
+  ASSERT_EQ(Row(Capture(), "[fakemod]", 2)->symbol, "mod_work");
+
+  // Another module's listing at the same address, and a module that was
+  // not recorded: only the module recorded there is affected.
+  ReportModel m = Capture({{"[fakemod]", kModuleB}, {"[fakemod]", kModuleB + 0x1000},
+                           {"[other]", kModuleB}});
+  const ReportRow* module = Row(m, "[fakemod]", 2);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(module->symbol, "[unknown]+0x1010");
+  EXPECT_EQ(module->symbol_status, SymbolStatus::kNoBuildId);
+  EXPECT_TRUE(module->build_id.empty());
+  EXPECT_EQ(m.changed_kernel_modules, std::vector<std::string>{"[fakemod]"});
+  ASSERT_EQ(m.mappings.size(), 2u);
+  EXPECT_TRUE(m.mappings[1].build_id.empty());
+  EXPECT_EQ(m.mappings[1].source, BuildIdSource::kNone);
+  // The image is not a module.
+  EXPECT_EQ(Row(m, "[kernel.kallsyms]", 3)->build_id, Id(kIdV3));
 }
 
 TEST(ProfileTest, FoldedStacksRunFromOutermostToLeaf) {
