@@ -539,6 +539,42 @@ sys.exit(0 if rows(sys.argv[1]) == rows(sys.argv[2]) else 1)" "$W/kernel.json" "
 		fail "a snapshot from another boot gives other kernel symbols"
 }
 
+t_hidden_kallsyms_gives_no_kernel_symbols() {
+	# A capture made where kallsyms shows only zeros (kptr_restrict, or a
+	# user without CAP_SYSLOG) has no _text to relate its addresses to any
+	# snapshot: its kernel samples must be unknown, even to a report that
+	# has this boot's kallsyms at hand, never on symbol 0 or a guess.  A
+	# mount namespace puts zeros over /proc/kallsyms and /proc/modules for
+	# the recorder alone; no setting of the machine changes.
+	[ "$(id -u)" = 0 ] && command -v unshare >/dev/null || skip "needs root and unshare"
+	awk '$3 == "_text" { shown = $1 !~ /^0+$/ } END { exit !shown }' /proc/kallsyms ||
+		skip "kallsyms addresses are hidden here"
+	sed 's/^[0-9a-f]*/0000000000000000/' /proc/kallsyms >"$W/zeros.kallsyms"
+	: >"$W/zeros.modules"
+	[ ! -e /proc/modules ] || sed 's/ 0x[0-9a-f]*/ 0x0000000000000000/' /proc/modules >"$W/zeros.modules"
+	local hide='mount --bind "$1" /proc/kallsyms && { [ ! -e /proc/modules ] || mount --bind "$2" /proc/modules; }'
+	unshare -m sh -c "$hide && awk '\$3 == \"_text\" { exit \$1 !~ /^0+\$/ }' /proc/kallsyms" \
+		sh "$W/zeros.kallsyms" "$W/zeros.modules" || skip "cannot bind-mount over /proc/kallsyms here"
+	# This boot's snapshot in the cache the report reads, as any capture here leaves it.
+	"$READER_BIN" record -q -a -o "$W/shown.data" --buildid-dir "$W/hidden.cache" -- true
+	unshare -m sh -c "$hide"' && shift 2 && exec "$@"' sh "$W/zeros.kallsyms" "$W/zeros.modules" \
+		"$READER_BIN" record -q -a -F 2000 -o "$W/hidden.data" --buildid-dir "$W/hidden.empty" -- \
+		dd if=/dev/zero of=/dev/null bs=64k count=20000
+	[ ! -e "$W/hidden.empty/[kernel.kallsyms]" ] || fail "a hidden kallsyms was stored"
+	"$READER_BIN" report -i "$W/hidden.data" --buildid-dir "$W/hidden.cache" --format json >"$W/hidden.json"
+	python3 - "$W/hidden.json" <<'PY' || fail "kernel samples of a capture with hidden kallsyms got symbols"
+import json, sys
+d = json.load(open(sys.argv[1]))
+kernel = [r for r in d["rows"] if r["comm"] == "dd" and r["path"] == "[kernel.kallsyms]"]
+total = sum(r["samples"] for r in kernel)
+named = [r for r in kernel if not r["symbol"].startswith("[unknown")]
+print("NOTE: %d kernel samples of dd, %d on a symbol%s" %
+      (total, sum(r["samples"] for r in named), "".join(" " + r["symbol"] for r in named[:3])))
+sys.exit(0 if total > 0 and not named and
+         not any(m["pid"] == -1 for m in d["capture"]["mappings"]) else 1)
+PY
+}
+
 # wait_line FILE WORD: until FILE has a line WORD (bounded: 60 s).
 wait_line() {
 	local i
@@ -765,6 +801,7 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
        t_pid_whose_main_thread_exited t_vdso_is_symbolized t_kernel_symbols_from_the_capture
+       t_hidden_kallsyms_gives_no_kernel_symbols
        t_startup_with_many_processes_drains_meanwhile t_startup_remap_before_the_read
        t_ctrl_c_drains_and_writes t_control_stop_ends_the_capture t_command_exit_status_is_passed_on t_errors_are_clear
        t_buildid_cache_is_safe_and_bounded t_permission_error_names_paranoid)
