@@ -12,8 +12,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -688,6 +690,26 @@ std::string ModuleNotesPath(const std::string& module) {
   return "/sys/module/" + module + "/notes/.note.gnu.build-id";
 }
 
+// /sys/module/<name>/coresize of each module /proc/modules lists (see
+// KernelModule: where a module's code can end).
+std::map<std::string, uint64_t, std::less<>> ReadCoreSizes(std::string_view proc_modules) {
+  std::map<std::string, uint64_t, std::less<>> out;
+  while (!proc_modules.empty()) {
+    const size_t nl = proc_modules.find('\n');
+    const std::string_view line = proc_modules.substr(0, nl);
+    proc_modules.remove_prefix(nl == std::string_view::npos ? proc_modules.size() : nl + 1);
+    const std::string name(line.substr(0, line.find(' ')));
+    if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos) continue;
+    auto text = ReadSmallFile("/sys/module/" + name + "/coresize");
+    uint64_t size = 0;
+    if (!text.ok() ||
+        std::from_chars(text->data(), text->data() + text->size(), size).ec != std::errc())
+      continue;
+    out.emplace(name, size);
+  }
+  return out;
+}
+
 }  // namespace
 
 void Capture::SynthesizeKernel(CaptureSink& sink) {
@@ -745,7 +767,7 @@ void Capture::SynthesizeKernel(CaptureSink& sink) {
 
   auto modules = ReadSmallFile("/proc/modules");
   if (!modules.ok()) return;
-  for (KernelModule& module : ParseKernelModules(*modules, *kallsyms)) {
+  for (KernelModule& module : ParseKernelModules(*modules, *kallsyms, ReadCoreSizes(*modules))) {
     const BuildId id = ReadKernelBuildId(ModuleNotesPath(module.name));
     const std::string name = "[" + module.name + "]";
     MmapRecord mm = m;
@@ -783,7 +805,7 @@ void Capture::CheckKernelModules() {
     // Nothing to compare with: none of them is vouched for.
     for (size_t i = 0; i < start_modules_.size(); ++i) overlaid.push_back(i);
   } else {
-    std::vector<KernelModule> after = ParseKernelModules(*modules, now);
+    std::vector<KernelModule> after = ParseKernelModules(*modules, now, ReadCoreSizes(*modules));
     for (KernelModule& a : after) a.build_id = ReadKernelBuildId(ModuleNotesPath(a.name));
     overlaid = ModulesOverlaid(start_modules_, after, now);
   }

@@ -92,8 +92,9 @@ bool SameKernelImage(const Kallsyms& a, const Kallsyms& b) {
   return true;
 }
 
-std::vector<KernelModule> ParseKernelModules(std::string_view proc_modules,
-                                             const Kallsyms& kallsyms) {
+std::vector<KernelModule> ParseKernelModules(
+    std::string_view proc_modules, const Kallsyms& kallsyms,
+    const std::map<std::string, uint64_t, std::less<>>& core_sizes) {
   struct Entry {
     std::string name;
     uint64_t start, size;
@@ -139,6 +140,8 @@ std::vector<KernelModule> ParseKernelModules(std::string_view proc_modules,
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
     uint64_t end = e.start + e.size;
+    if (auto core = core_sizes.find(e.name); core != core_sizes.end() && core->second != 0)
+      end = std::min(end, e.start + std::min(core->second, e.size));
     if (i + 1 < entries.size()) end = std::min(end, entries[i + 1].start);
     auto it = std::upper_bound(all.begin(), all.end(), e.start,
                                [](uint64_t a, const Owned& o) { return a < o.addr; });

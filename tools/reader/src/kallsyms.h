@@ -73,9 +73,12 @@ bool SameKernelImage(const Kallsyms& a, const Kallsyms& b);
 struct KernelModule {
   std::string name;
   // Its code: from the load address (/proc/modules) up to the first of its
-  // size, the next module and the first text symbol of another owner (since
-  // Linux 6.4 the size counts data allocated elsewhere, so load address +
-  // size can reach into other code).
+  // size, its core size, the next module and the first text symbol of
+  // another owner.  /proc/modules' size counts the freed init sections (and
+  // since Linux 6.4 data allocated elsewhere), so load address + size can
+  // reach past the module into space that other code may take later; the
+  // core size (/sys/module/<name>/coresize) is the allocation the code is in
+  // (before 6.4), or that and the data sizes (6.4+).
   uint64_t start = 0, end = 0;
   // Its text symbols, addresses relative to `start`, sorted.
   std::vector<ElfSymbol> symbols;
@@ -85,8 +88,10 @@ struct KernelModule {
 
 // Live modules of a /proc/modules text with nonzero addresses, ordered by
 // address, with their symbols from `kallsyms` (the same moment's snapshot).
-std::vector<KernelModule> ParseKernelModules(std::string_view proc_modules,
-                                             const Kallsyms& kallsyms);
+// `core_sizes` maps names to /sys/module/<name>/coresize where known.
+std::vector<KernelModule> ParseKernelModules(
+    std::string_view proc_modules, const Kallsyms& kallsyms,
+    const std::map<std::string, uint64_t, std::less<>>& core_sizes = {});
 
 // The modules of `before` (loaded when a capture started) whose address
 // range, at its end (`after`, `after_kallsyms`), holds code of something

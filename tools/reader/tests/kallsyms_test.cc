@@ -159,6 +159,24 @@ TEST_F(ModulesOverlaidTest, OtherCodeInItsRangeIs) {
             std::vector<size_t>{});
 }
 
+// /proc/modules' size counts the init sections, freed after loading (and
+// since 6.4 data allocated elsewhere): past the core allocation is space
+// other code can take during a capture.
+TEST(KallsymsTest, ModuleRangesEndAtTheirCoreSize) {
+  const Kallsyms k = ParseKallsyms(
+      "ffffffff81000000 T _text\n"
+      "ffffffffc0000000 t a_fn\t[a]\n"
+      "ffffffffc0100000 t b_fn\t[b]\n");
+  const std::string modules =
+      "a 20480 0 - Live 0xffffffffc0000000\n"
+      "b 8192 0 - Live 0xffffffffc0100000\n";
+  const auto mods = ParseKernelModules(modules, k, {{"a", 12288}, {"b", 65536}, {"gone", 4096}});
+  ASSERT_EQ(mods.size(), 2u);
+  EXPECT_EQ(mods[0].end, 0xffffffffc0003000u);  // its core size
+  EXPECT_EQ(mods[1].end, 0xffffffffc0102000u);  // its size, the smaller
+  EXPECT_EQ(ParseKernelModules(modules, k)[0].end, 0xffffffffc0005000u);  // not known
+}
+
 TEST(KallsymsTest, ModuleSymbolsRoundTrip) {
   KernelModule m;
   m.name = "nf_nat";
