@@ -29,7 +29,7 @@ enum class BuildIdSource : uint8_t {
   kPerfHeader,   // perf.data HEADER_BUILD_ID table, matched by path (perf's
                  // files): "perf_header_unverified", since perf read it by
                  // path when recording ended, not when the file was mapped
-  kKernelNotes,  // the kernel image: /sys/kernel/notes
+  kKernelNotes,  // the kernel image and modules: /sys/kernel/notes, /sys/module/*/notes
   kVdso,         // read by us from the process's [vdso] mapping (/proc/PID/mem)
 };
 inline constexpr int kBuildIdSourceCount = 7;
@@ -58,8 +58,16 @@ struct MappedObject {
   std::string path;
   BuildId build_id;
   BuildIdSource source = BuildIdSource::kNone;
-  bool kernel = false;
+  bool kernel = false;  // the kernel image or a module: offsets are addresses
   AddressOwner owner = AddressOwner::kHost;
+  // A kernel module (path "[name]" or its .ko): offsets are relative to where
+  // it was loaded.
+  bool kernel_module = false;
+  // The kernel image: the symbol perf's "[kernel.kallsyms]<symbol>" record
+  // names ("_text") and its address in this capture, which relate the
+  // capture's addresses to any kallsyms snapshot.  Empty if not recorded.
+  std::string reloc_symbol;
+  uint64_t reloc_address = 0;
 };
 
 struct Mapping {

@@ -389,6 +389,38 @@ std::string BuildIdCache::ElfPath(const std::string& dir, const std::string& pat
   return dir + "/" + Join(*components) + "/" + id.Hex() + "/" + CacheFileName(path);
 }
 
+std::string BuildIdCache::KallsymsPath(const std::string& dir, const BuildId& id) {
+  return dir + "/[kernel.kallsyms]/" + id.Hex() + "/kallsyms";
+}
+
+std::string BuildIdCache::ModuleSymbolsPath(const std::string& dir, const std::string& module,
+                                            const BuildId& id) {
+  return dir + "/[" + module + "]/" + id.Hex() + "/symbols";
+}
+
+Result<UniqueFd> BuildIdCache::OpenEntry(const std::string& dir, const std::string& path,
+                                         const BuildId& id, const std::string& file_name) {
+  if (!ValidFileName(file_name))
+    return Status::Failure("'" + PrintableName(file_name) + "': not a cache file name");
+  auto components = CacheComponents(path);
+  if (!components.ok()) return components.status();
+  UniqueFd root(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return ErrnoStatus("open the build-id cache directory " + dir);
+  std::vector<std::string> entry = std::move(*components);
+  entry.push_back(id.Hex());
+  bool refused = false;
+  auto entry_dir = OpenDirs(root.get(), dir, entry, entry.size(), /*create=*/false, &refused);
+  if (!entry_dir.ok()) return entry_dir.status();
+  const std::string shown = dir + "/" + PrintableName(Join(entry)) + "/" + file_name;
+  auto fd = OpenRegularFileAt(entry_dir->get(), file_name, shown);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  if (fstat(fd->get(), &st) != 0) return ErrnoStatus("stat " + shown);
+  if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 0022) != 0)
+    return Status::Failure(shown + ": writable by someone other than us or root; not used");
+  return fd;
+}
+
 std::string BuildIdCache::LinkPath(const std::string& dir, const BuildId& id) {
   std::string hex = id.Hex();
   return dir + "/" + kLinkDir + "/" + hex.substr(0, 2) + "/" + hex.substr(2);
@@ -700,13 +732,14 @@ void BuildIdCache::Add(const BuildId& id, const std::string& path, UniqueFd fd,
 
 void BuildIdCache::AddContents(const BuildId& id, const std::string& path,
                                const std::string& file_name, std::string contents, mode_t mode,
-                               Priority priority) {
+                               Priority priority, Verifier accept_existing) {
   Job job;
   job.id = id;
   job.path = path;
   job.file_name = file_name;
   job.contents = std::move(contents);
   job.mode = mode;
+  job.accept_existing = std::move(accept_existing);
   Enqueue(std::move(job), priority);
 }
 
@@ -730,7 +763,8 @@ void BuildIdCache::Run(std::deque<Job>* queue) {
       (void)Insert(job.id, job.path, job.fd.get());
       job.fd.Reset();
     } else {
-      (void)InsertContents(job.id, job.path, job.file_name, job.contents, job.mode);
+      (void)InsertContents(job.id, job.path, job.file_name, job.contents, job.mode,
+                           job.accept_existing);
     }
     std::lock_guard lock(mu_);
     if (on_done_) on_done_(job.id);

@@ -132,9 +132,11 @@ class BuildIdCache {
   // the id is already queued).
   void Add(const BuildId& id, const std::string& path, UniqueFd fd,
            Priority priority = Priority::kLive);
-  // Queues InsertContents(id, path, file_name, contents, mode).
+  // Queues InsertContents(id, path, file_name, contents, mode,
+  // accept_existing); the verifier is called on a worker thread.
   void AddContents(const BuildId& id, const std::string& path, const std::string& file_name,
-                   std::string contents, mode_t mode, Priority priority = Priority::kLive);
+                   std::string contents, mode_t mode, Priority priority = Priority::kLive,
+                   Verifier accept_existing = nullptr);
   void Stop();
   Stats stats() const;
   // Whether Add() or AddContents() has been called for `id` (queued or done).
@@ -158,6 +160,18 @@ class BuildIdCache {
   // that cannot be stored.
   static std::string ElfPath(const std::string& dir, const std::string& path, const BuildId& id);
   static std::string LinkPath(const std::string& dir, const BuildId& id);
+  // Kernel symbols (see dso_store.h): <dir>/[kernel.kallsyms]/<id>/kallsyms,
+  // a copy of /proc/kallsyms where perf keeps it; a module's symbols,
+  // <dir>/[<module>]/<module's id>/symbols.  Stored with InsertContents().
+  static std::string KallsymsPath(const std::string& dir, const BuildId& id);
+  static std::string ModuleSymbolsPath(const std::string& dir, const std::string& module,
+                                       const BuildId& id);
+  // Opens <dir>/<path>/<id>/<file_name> for reading, for files whose
+  // contents cannot be checked against the id (kernel symbols): nothing
+  // below <dir> is followed, and only a regular file owned by us or root and
+  // writable by its owner alone is opened (what InsertContents() keeps).
+  static Result<UniqueFd> OpenEntry(const std::string& dir, const std::string& path,
+                                    const BuildId& id, const std::string& file_name);
 
  private:
   struct Job {
@@ -167,6 +181,7 @@ class BuildIdCache {
     std::string file_name;  // with contents (AddContents)
     std::string contents;
     mode_t mode = 0;
+    Verifier accept_existing;
   };
   struct Request;
   enum class Outcome { kCopied, kPresent, kMismatch, kFailed, kRefused, kTooLarge, kSkipped,

@@ -12,17 +12,22 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "elf_file.h"
+#include "dso_store.h"
 #include "files.h"
+#include "kallsyms.h"
 #include "linux/perf_event_mmap3.h"
 #include "proc_maps.h"
 #include "process_table.h"
 #include "record_writer.h"
+#include "startup_stamps.h"
 
 namespace mmap3 {
 namespace {
@@ -352,6 +357,14 @@ Status Capture::OpenEvents() {
                   PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
                   (options_.callchains ? PERF_SAMPLE_CALLCHAIN : 0);
   a.read_format = PERF_FORMAT_ID | kFormatLost;
+  // CLOCK_MONOTONIC instead of the default perf clock (local_clock, which
+  // userspace cannot read): records synthesized from /proc are stamped
+  // with clock_gettime() at the moment /proc was read (see
+  // startup_stamps.h).  NMI-safe (ktime_get_mono_fast_ns), as a sampling
+  // event's clock must be; Linux 4.1+.  Every event gets it: one buffer
+  // never mixes clocks (PERF_EVENT_IOC_SET_OUTPUT refuses that).
+  a.use_clockid = 1;
+  a.clockid = CLOCK_MONOTONIC;
   a.disabled = 1;
   a.sample_id_all = 1;
   a.exclude_guest = 1;
@@ -417,6 +430,12 @@ Status Capture::OpenEvents() {
           if (e == EINVAL && (attr.read_format & kFormatLost)) {
             a.read_format &= ~kFormatLost;  // kernel older than 6.0
             sb.read_format = a.read_format;
+            fd = PerfEventFd::Open(attr, task, cpu);
+            e = fd.ok() ? 0 : fd.status().error_number();
+          }
+          if (e == EINVAL && attr.use_clockid) {
+            a.use_clockid = sb.use_clockid = 0;  // kernel older than 4.1
+            a.clockid = sb.clockid = 0;
             fd = PerfEventFd::Open(attr, task, cpu);
             e = fd.ok() ? 0 : fd.status().error_number();
           }
@@ -582,6 +601,17 @@ void Capture::HandleRecord(Bytes record, CaptureSink& sink) {
   ++stats_.records;
   perf_event_header h;
   if (!ReadHeader(record, &h)) return;
+  if (stamps_ != nullptr &&
+      (h.type == PERF_RECORD_COMM || h.type == PERF_RECORD_FORK || h.type == PERF_RECORD_MMAP ||
+       h.type == PERF_RECORD_MMAP2 || h.type == kRecordMmap3 || h.type == PERF_RECORD_LOST)) {
+    // While /proc is read: what changed, and when (see startup_stamps.h).
+    Record r;
+    if (DecodeRecord(record, format(), &r) == DecodeStatus::kOk) {
+      const auto* lost = std::get_if<LostRecord>(&r);
+      stamps_->Observe(r, lost != nullptr && std::find(sideband_ids_.begin(), sideband_ids_.end(),
+                                                       lost->id) != sideband_ids_.end());
+    }
+  }
   if (h.type == PERF_RECORD_SAMPLE) {
     ++stats_.samples;
     sink.OnRecord(record);
@@ -654,39 +684,146 @@ std::vector<uint8_t> WithBuildId(MmapRecord m, const BuildId& id, const SampleFo
   return EncodeMmap(m, format);
 }
 
+namespace {
+
+std::string ModuleNotesPath(const std::string& module) {
+  return "/sys/module/" + module + "/notes/.note.gnu.build-id";
+}
+
+// /sys/module/<name>/coresize of each module /proc/modules lists (see
+// KernelModule: where a module's code can end).
+std::map<std::string, uint64_t, std::less<>> ReadCoreSizes(std::string_view proc_modules) {
+  std::map<std::string, uint64_t, std::less<>> out;
+  while (!proc_modules.empty()) {
+    const size_t nl = proc_modules.find('\n');
+    const std::string_view line = proc_modules.substr(0, nl);
+    proc_modules.remove_prefix(nl == std::string_view::npos ? proc_modules.size() : nl + 1);
+    const std::string name(line.substr(0, line.find(' ')));
+    if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos) continue;
+    auto text = ReadSmallFile("/sys/module/" + name + "/coresize");
+    uint64_t size = 0;
+    if (!text.ok() ||
+        std::from_chars(text->data(), text->data() + text->size(), size).ec != std::errc())
+      continue;
+    out.emplace(name, size);
+  }
+  return out;
+}
+
+}  // namespace
+
 void Capture::SynthesizeKernel(CaptureSink& sink) {
   // What perf writes first: the kernel text as a PERF_RECORD_MMAP of pid -1
-  // named "[kernel.kallsyms]_text", so perf report can relocate kallsyms.
+  // named "[kernel.kallsyms]_text" whose pgoff is where _text is in this
+  // boot, so that a report can relocate any kallsyms snapshot of this
+  // kernel (KASLR); then one record per module, as perf --buildid-mmap
+  // does, each with the loaded module's own build-id.
   auto text = ReadSmallFile("/proc/kallsyms");
   if (!text.ok()) return;
-  uint64_t start = 0, end = 0;
-  std::string_view all = *text;
-  while (!all.empty() && (start == 0 || end == 0)) {
-    size_t nl = all.find('\n');
-    std::string_view line = all.substr(0, nl);
-    all.remove_prefix(nl == std::string_view::npos ? all.size() : nl + 1);
-    size_t sp = line.find(' ');
-    if (sp == std::string_view::npos || line.size() < sp + 3) continue;
-    std::string_view name = line.substr(sp + 3);
-    if (name != "_text" && name != "_etext") continue;
-    uint64_t addr = std::strtoull(std::string(line.substr(0, sp)).c_str(), nullptr, 16);
-    (name == "_text" ? start : end) = addr;
-  }
-  if (start == 0) return;  // addresses hidden by kptr_restrict
+  // Shared with the cache's worker, which compares a stored snapshot to it.
+  const auto kallsyms = std::make_shared<const Kallsyms>(ParseKallsyms(*text));
+  const auto start = kallsyms->Marker("_text");
+  if (kallsyms->hidden || !start) return;  // addresses hidden by kptr_restrict
+  const auto end = kallsyms->Marker("_etext");
   MmapRecord m;
   m.format = MmapFormat::kMmap;
   m.misc = PERF_RECORD_MISC_KERNEL;
   m.pid = kKernelPid;
   m.tid = 0;
-  m.start = start;
-  m.len = end > start ? end - start : ~uint64_t{0} - start;
-  m.pgoff = start;
+  m.start = *start;
+  m.len = end && *end > *start ? *end - *start : ~uint64_t{0} - *start;
+  m.pgoff = *start;
   m.filename = "[kernel.kallsyms]_text";
   m.sample_id.has_tid = m.sample_id.has_time = m.sample_id.has_cpu = true;
   m.sample_id.pid = kKernelPid;
   sink.OnRecord(EncodeMmap(m, format()));
   ++stats_.synthesized;
+
+  // The snapshot goes with the capture: a report after a reboot (another
+  // KASLR offset, other modules) cannot use the live one.  perf's place
+  // and format; owner-only, since the addresses defeat KASLR.  Written by
+  // the cache's background worker: 5 MB or more, not on the start path.
+  const BuildId kernel_id = ReadKernelBuildId("/sys/kernel/notes");
+  if (options_.cache != nullptr && !kernel_id.empty() && kallsyms->complete) {
+    // Any whole snapshot of this image will do (reports relocate it), so
+    // one already stored is kept rather than rewritten every run; one cut
+    // short, of another image, or readable by others is replaced.
+    BuildIdCache::Verifier keep = [kallsyms](int fd, uint64_t) -> Status {
+      struct stat st;
+      if (fstat(fd, &st) != 0) return ErrnoStatus("stat the stored kallsyms");
+      if ((st.st_mode & 077) != 0) return Status::Failure("the stored kallsyms is not owner-only");
+      auto stored = ReadAllFd(fd, kMaxKallsymsBytes, "the stored kallsyms");
+      if (!stored.ok()) return stored.status();
+      const Kallsyms k = ParseKallsyms(*stored);
+      if (!k.complete) return Status::Failure("the stored kallsyms is not whole");
+      if (!SameKernelImage(k, *kallsyms))
+        return Status::Failure("the stored kallsyms lists another image");
+      return {};
+    };
+    // Failures are counted in the cache's stats.
+    options_.cache->AddContents(kernel_id, "[kernel.kallsyms]", "kallsyms", std::move(*text), 0400,
+                                BuildIdCache::Priority::kBackground, std::move(keep));
+  }
+
+  auto modules = ReadSmallFile("/proc/modules");
+  if (!modules.ok()) return;
+  for (KernelModule& module : ParseKernelModules(*modules, *kallsyms, ReadCoreSizes(*modules))) {
+    const BuildId id = ReadKernelBuildId(ModuleNotesPath(module.name));
+    const std::string name = "[" + module.name + "]";
+    MmapRecord mm = m;
+    mm.format = id.empty() ? MmapFormat::kMmap : MmapFormat::kMmap2BuildId;
+    mm.build_id = id;
+    mm.start = module.start;
+    mm.len = module.end - module.start;
+    mm.pgoff = 0;
+    mm.filename = name;
+    sink.OnRecord(EncodeMmap(mm, format()));
+    ++stats_.synthesized;
+    // Symbols relative to the load address hold for this build of the
+    // module in any boot, so they are keyed by its build-id: the same
+    // bytes every time, kept if already stored.  Offsets reveal no address.
+    if (options_.cache != nullptr && !id.empty() && !module.symbols.empty()) {
+      options_.cache->AddContents(id, name, "symbols", FormatModuleSymbols(module), 0444,
+                                  BuildIdCache::Priority::kBackground);
+    }
+    module.build_id = id;
+    module.symbols.clear();
+    start_modules_.push_back(std::move(module));
+  }
 }
+
+void Capture::CheckKernelModules() {
+  // The kernel reports no module loads or unloads, so the modules recorded
+  // at the start are compared with those loaded now: a range that holds
+  // other code now may have run it during the capture (ModulesOverlaid).
+  if (start_modules_.empty()) return;
+  std::vector<size_t> overlaid;
+  auto text = ReadSmallFile("/proc/kallsyms");
+  auto modules = ReadSmallFile("/proc/modules");
+  const Kallsyms now = text.ok() ? ParseKallsyms(*text) : Kallsyms{};
+  if (!modules.ok() || now.hidden) {
+    // Nothing to compare with: none of them is vouched for.
+    for (size_t i = 0; i < start_modules_.size(); ++i) overlaid.push_back(i);
+  } else {
+    std::vector<KernelModule> after = ParseKernelModules(*modules, now, ReadCoreSizes(*modules));
+    for (KernelModule& a : after) a.build_id = ReadKernelBuildId(ModuleNotesPath(a.name));
+    overlaid = ModulesOverlaid(start_modules_, after, now);
+  }
+  for (size_t i : overlaid) {
+    stats_.changed_kernel_modules.push_back(
+        {"[" + start_modules_[i].name + "]", start_modules_[i].start});
+  }
+}
+
+namespace {
+
+uint64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace
 
 void Capture::SynthesizeExisting(CaptureSink& sink) {
   std::vector<pid_t> pids;
@@ -701,18 +838,43 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
   const SampleFormat f = format();
   // The events are already enabled, and reading thousands of processes'
   // mappings takes seconds: keep taking records out of the buffers, but end
-  // no round, so nothing is released before the synthesized records (time
-  // 0), which all come first once the round ends.
+  // no round, so nothing is released before the synthesized records, whose
+  // times are those from which what was read is known to hold (see
+  // startup_stamps.h; 0 for most).
+  const bool clock = attr_.use_clockid && attr_.clockid == CLOCK_MONOTONIC;
+  stamps_ = std::make_unique<StartupStamps>(clock);
+  sideband_ids_ = event_ids(/*sideband=*/true);
+  auto now = [&] { return clock ? MonotonicNs() : 0; };
   StartupStats& startup = stats_.startup.emplace();
   const auto started = std::chrono::steady_clock::now();
   auto last_drain = started;
-  auto keep_draining = [&] {
-    if (std::chrono::steady_clock::now() - last_drain < std::chrono::milliseconds(20)) return;
+  // A side-band record can only have been lost if its buffer filled up
+  // since it was last drained: only then is the loss count read (a read of
+  // an event on another CPU costs an IPI).
+  bool maybe_lost = false;
+  auto drain = [&] {
+    for (size_t index : buffers_) {
+      if (is_sideband_[index] &&
+          events_[index].ring()->Available() + kMaxRecordSize >= events_[index].ring()->data_size())
+        maybe_lost = true;
+    }
     startup.records_drained += DrainAll(sink, /*end_round=*/false);
     last_drain = std::chrono::steady_clock::now();
   };
+  auto keep_draining = [&] {
+    if (std::chrono::steady_clock::now() - last_drain >= std::chrono::milliseconds(20)) drain();
+  };
+  struct Pending {
+    MmapRecord record;
+    std::string path;
+    BuildId id;
+    BuildIdSource source;
+  };
   for (pid_t pid : pids) {
     keep_draining();
+    // Everything read of this process describes it between read_start and
+    // read_end.
+    const uint64_t read_start = now();
     auto maps = ReadProcMaps(pid);
     if (!maps.ok()) continue;  // exited meanwhile
     const std::vector<pid_t> threads = ListThreads(pid);
@@ -723,22 +885,21 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       if (threads[i] == pid) continue;
       if (auto by_thread = ReadProcMaps(threads[i]); by_thread.ok()) maps = std::move(by_thread);
     }
+    std::vector<std::string> comms;
+    for (pid_t tid : threads) comms.push_back(ReadComm(pid, tid));
+    const uint64_t read_end = now();
     if (!maps->empty()) ++startup.processes;
-    for (pid_t tid : threads) {
-      CommRecord c;
-      c.pid = c.tid = static_cast<uint32_t>(pid);
-      c.tid = static_cast<uint32_t>(tid);
-      std::string comm = ReadComm(pid, tid);
-      c.comm = comm;
-      c.sample_id = {true, true, false, true, c.pid, c.tid, 0, 0, 0};
-      sink.OnRecord(EncodeComm(c, f));
-      ++stats_.synthesized;
-    }
+
+    // Build-ids, through map_files, which shows what is mapped when it is
+    // opened: a remap after read_end would lend its file's id.
+    std::vector<Pending> pending;
     for (const ProcMapping& pm : *maps) {
       keep_draining();  // a cold file's build-id can take a while to read
       const bool vdso = pm.path == "[vdso]";
       if (!pm.executable || (IsSpecialPath(pm.path) && !vdso)) continue;
-      MmapRecord m;
+      Pending& p = pending.emplace_back();
+      p.path = pm.path;
+      MmapRecord& m = p.record;
       m.format = MmapFormat::kMmap2;
       m.misc = PERF_RECORD_MISC_USER;
       m.pid = m.tid = static_cast<uint32_t>(pid);
@@ -750,32 +911,80 @@ void Capture::SynthesizeExisting(CaptureSink& sink) {
       m.ino = pm.ino;
       m.prot = PROT_READ | PROT_EXEC;
       m.flags = pm.shared ? MAP_SHARED : MAP_PRIVATE;
-      m.filename = pm.path;
-      m.sample_id = {true, true, false, true, m.pid, m.tid, 0, 0, 0};
       std::string error;
-      BuildId id = vdso ? VdsoBuildId(m.pid, pm.start, pm.end, &error)
-                        : MappedBuildId(m.pid, pm.start, pm.end, &error);
+      p.id = vdso ? VdsoBuildId(m.pid, pm.start, pm.end, &error)
+                  : MappedBuildId(m.pid, pm.start, pm.end, &error);
+      p.source = vdso ? BuildIdSource::kVdso : BuildIdSource::kMapFiles;
       if (mode_ == CaptureMode::kMmap3) {
         // Keep both identities, as the kernel's MMAP3 records do.
         m.format = MmapFormat::kMmap3;
-        m.build_id_status = id.empty() ? (error.empty() ? PERF_MMAP3_BUILD_ID_NO_NOTE
-                                                        : PERF_MMAP3_BUILD_ID_UNAVAILABLE)
-                                       : PERF_MMAP3_BUILD_ID_FOUND;
+        m.build_id_status = p.id.empty() ? (error.empty() ? PERF_MMAP3_BUILD_ID_NO_NOTE
+                                                          : PERF_MMAP3_BUILD_ID_UNAVAILABLE)
+                                         : PERF_MMAP3_BUILD_ID_FOUND;
       }
-      if (!id.empty()) {
-        if (m.format == MmapFormat::kMmap2) m.format = MmapFormat::kMmap2BuildId;
-        m.build_id = id;
-        overrides_.Add(m.pid, m.start, id, vdso ? BuildIdSource::kVdso : BuildIdSource::kMapFiles);
-        CacheFile(m.pid, pm.start, pm.end, id, pm.path, BuildIdCache::Priority::kBackground);
-        ++stats_.filled_build_ids;
-      } else if (!error.empty()) {
+      if (p.id.empty() && !error.empty()) ++stats_.fill_failures;
+    }
+    const uint64_t ids_read = now();
+
+    // Take in every change the kernel has timestamped up to now, then decide.
+    drain();
+    if (maybe_lost) {
+      uint64_t lost = 0;
+      if (read_lost_) {
+        for (size_t i = 0; i < events_.size(); ++i) {
+          if (!is_sideband_[i]) continue;
+          if (auto n = events_[i].LostSamples(); n.ok()) lost += *n;
+        }
+      }
+      // Without read_format LOST (before 6.0) a full buffer may have lost.
+      if (lost != 0 || !read_lost_) stamps_->NoteLoss();
+      maybe_lost = false;
+    }
+
+    for (size_t i = 0; i < threads.size(); ++i) {
+      const auto time = stamps_->CommTime(static_cast<uint32_t>(threads[i]), read_start, read_end);
+      if (!time) {
+        ++startup.changed_during_read;  // the kernel's COMM record has the name
+        continue;
+      }
+      CommRecord c;
+      c.pid = static_cast<uint32_t>(pid);
+      c.tid = static_cast<uint32_t>(threads[i]);
+      c.comm = comms[i];
+      c.sample_id = {true, true, false, true, c.pid, c.tid, *time, 0, 0};
+      sink.OnRecord(EncodeComm(c, f));
+      ++stats_.synthesized;
+    }
+    for (Pending& p : pending) {
+      MmapRecord& m = p.record;
+      const auto time = stamps_->MappingTime(m.pid, m.start, m.start + m.len, read_start, read_end);
+      if (!time) {
+        ++startup.changed_during_read;  // the kernel's record describes it
+        continue;
+      }
+      if (!p.id.empty() &&
+          stamps_->ChangedBetween(m.pid, m.start, m.start + m.len, read_end, ids_read)) {
+        // Remapped after the read, before map_files was opened: the id may
+        // be the new file's.  The mapping read stays, without an id.
+        p.id = BuildId();
+        if (m.format == MmapFormat::kMmap3) m.build_id_status = PERF_MMAP3_BUILD_ID_UNAVAILABLE;
         ++stats_.fill_failures;
+      }
+      m.filename = p.path;
+      m.sample_id = {true, true, false, true, m.pid, m.tid, *time, 0, 0};
+      if (!p.id.empty()) {
+        if (m.format == MmapFormat::kMmap2) m.format = MmapFormat::kMmap2BuildId;
+        m.build_id = p.id;
+        overrides_.Add(m.pid, m.start, p.id, p.source);
+        CacheFile(m.pid, m.start, m.start + m.len, p.id, p.path, BuildIdCache::Priority::kBackground);
+        ++stats_.filled_build_ids;
       }
       sink.OnRecord(EncodeMmap(m, f));
       ++stats_.synthesized;
       ++stats_.mmaps;
     }
   }
+  stamps_.reset();
   startup.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   sink.OnRoundEnd();
@@ -903,8 +1112,8 @@ Status Capture::Run(CaptureSink& sink) {
   SynthesizeKernel(sink);
   // Enable before synthesizing processes: a mapping created in between is
   // then reported by the kernel too, rather than by neither.  Synthesized
-  // records carry time 0, so the sorter puts them before anything the
-  // kernel wrote.
+  // records carry the time from which what was read holds (0 for most:
+  // before anything the kernel wrote), see SynthesizeExisting().
   if (options_.target != CaptureOptions::Target::kCommand) {
     for (PerfEventFd& e : events_) {
       if (Status s = e.Enable(); !s.ok()) {
@@ -988,6 +1197,7 @@ Status Capture::Run(CaptureSink& sink) {
   for (PerfEventFd& e : events_) (void)e.Disable();
   while (DrainAll(sink) != 0) {
   }
+  CheckKernelModules();
   if (read_lost_) {
     for (const PerfEventFd& e : events_) {
       auto lost = e.LostSamples();  // side-band events lose records too

@@ -19,7 +19,8 @@
 // /proc/PID/map_files/<range> while the mapping exists and rewrites the MMAP2
 // (or MMAP3) record to carry it, noting the source in overrides().  Processes
 // that exist when capture starts (-a, -p) get synthesized COMM and MMAP2
-// records built the same way.
+// records built the same way, timed by startup_stamps.h; the events use
+// CLOCK_MONOTONIC for that.
 //
 // Contract: Run() returns after a stop signal (SIGINT/SIGTERM), the end of
 // the duration, or the exit of the command, and only once every buffer has
@@ -46,10 +47,12 @@
 #include "address_space.h"
 #include "build_id_cache.h"
 #include "inode_build_ids.h"
+#include "kallsyms.h"
 #include "perf_event_fd.h"
 #include "record.h"
 #include "report.h"
 #include "result.h"
+#include "startup_stamps.h"
 
 namespace mmap3 {
 
@@ -106,6 +109,9 @@ struct CaptureStats {
   uint64_t synthesized = 0;
   uint64_t control_unknown = 0;  // --control lines that were no command we know
   std::optional<StartupStats> startup;  // -a and -p only
+  // Modules recorded at the start whose range held other code by the end
+  // (see ModulesOverlaid): their samples cannot be attributed.
+  std::vector<KernelModuleMapping> changed_kernel_modules;
   double elapsed_seconds = 0;
 };
 
@@ -153,6 +159,9 @@ class Capture {
   // Handles what a read of the control descriptor returned; true: stop.
   bool OnControlInput(std::string_view bytes);
   void SynthesizeKernel(CaptureSink& sink);
+  // At the end: lists in stats_ the modules synthesized at the start whose
+  // range holds other code now.
+  void CheckKernelModules();
   void SynthesizeExisting(CaptureSink& sink);
   // Hands every record the buffers hold to the sink; with end_round, ends
   // the round (which lets the sink release what is ordered).
@@ -194,6 +203,12 @@ class Capture {
   CaptureStats stats_;
   // So that a library mapped by many processes is parsed once per version.
   InodeBuildIds id_by_inode_;
+  // While existing processes are synthesized: the changes the kernel
+  // reported, to time what was read (null otherwise).
+  std::unique_ptr<StartupStamps> stamps_;
+  std::vector<uint64_t> sideband_ids_;
+  // The modules synthesized at the start, with their build-ids (no symbols).
+  std::vector<KernelModule> start_modules_;
   // Target of the signalfd read kept in flight on the ring; it lives as long
   // as the Capture so a read completing during ring teardown stays harmless.
   std::unique_ptr<signalfd_siginfo> siginfo_ = std::make_unique<signalfd_siginfo>();

@@ -73,10 +73,15 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
                {"bad_size", s.bad_size},
                {"filled_build_ids", s.filled_build_ids},
                {"fill_failures", s.fill_failures}};
+  json changed = json::array();
+  for (const KernelModuleMapping& m : s.changed_kernel_modules)
+    changed.push_back({{"path", m.path}, {"start", m.start}});
+  meta["kernel_modules_changed"] = changed;
   if (s.startup) {
     meta["startup"] = {{"processes", s.startup->processes},
                        {"seconds", s.startup->seconds},
-                       {"records_drained", s.startup->records_drained}};
+                       {"records_drained", s.startup->records_drained},
+                       {"changed_during_read", s.startup->changed_during_read}};
   }
   return meta;
 }
@@ -200,6 +205,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
     if (Status s = writer->Finish(table, MetaJson(c, c.overrides()).dump()); !s.ok()) return s;
     return result;
   }
+  profile.SetChangedKernelModules(c.stats().changed_kernel_modules);
   DsoStore store(SearchFor(options.cache_dir));
   Symbolizer symbolizer(store);
   result.report = profile.BuildReport(symbolizer, CaptureModeName(c.mode()));
@@ -223,6 +229,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   int64_t event_lost = -1;
   uint64_t ring_bad = 0;
   std::optional<StartupStats> startup;
+  std::vector<KernelModuleMapping> changed_modules;
   if (!r.meta_json().empty()) {
     // Our own section, but from a file: every field is checked for its type
     // (json::value() throws on a mistyped one) and a bad one is ignored.
@@ -243,7 +250,19 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
         const json* drained = field(*s, "records_drained");
         if (n && n->is_number_unsigned() && secs && secs->is_number() && drained &&
             drained->is_number_unsigned())
-          startup = StartupStats{n->get<uint64_t>(), secs->get<double>(), drained->get<uint64_t>()};
+          startup = StartupStats{n->get<uint64_t>(), secs->get<double>(), drained->get<uint64_t>(), 0};
+        // Absent in files of older readers.
+        if (const json* c = field(*s, "changed_during_read"); startup && c && c->is_number_unsigned())
+          startup->changed_during_read = c->get<uint64_t>();
+      }
+      if (const json* list = field(meta, "kernel_modules_changed"); list && list->is_array()) {
+        for (const json& m : *list) {
+          if (!m.is_object()) continue;
+          const json* path = field(m, "path");
+          const json* start = field(m, "start");
+          if (path && path->is_string() && start && start->is_number_unsigned())
+            changed_modules.push_back({path->get<std::string>(), start->get<uint64_t>()});
+        }
       }
       if (const json* list = field(meta, "overrides"); list && list->is_array()) {
         for (const json& o : *list) {
@@ -273,19 +292,32 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   // only for paths whose mappings were all of one file (see PathFiles).
   const bool ours = !r.meta_json().empty();
   std::map<std::string, BuildId, std::less<>> by_path;
+  // Modules (misc KERNEL, by their .ko path or "[name]"): perf read their
+  // ids from /sys/module/<name>/notes when it synthesized their records,
+  // from the loaded module, not from the path; a module's MMAP record
+  // carries none.
+  std::map<std::string, BuildId, std::less<>> module_by_path;
   std::set<std::string> ambiguous;
   BuildId kernel_id;
   for (const BuildIdEntry& e : r.build_ids()) {
-    if (e.misc == PERF_RECORD_MISC_KERNEL || e.misc == PERF_RECORD_MISC_GUEST_KERNEL) {
-      if (e.filename.rfind(kKernelName, 0) == 0 || e.filename.find("vmlinux") != std::string::npos)
-        kernel_id = e.build_id;
+    if (e.misc == PERF_RECORD_MISC_GUEST_KERNEL) continue;
+    const bool kernel = e.misc == PERF_RECORD_MISC_KERNEL;
+    if (kernel &&
+        (e.filename.rfind(kKernelName, 0) == 0 || e.filename.find("vmlinux") != std::string::npos)) {
+      kernel_id = e.build_id;
       continue;
     }
-    auto [it, inserted] = by_path.emplace(e.filename, e.build_id);
+    auto [it, inserted] = (kernel ? module_by_path : by_path).emplace(e.filename, e.build_id);
     if (!inserted && it->second != e.build_id) ambiguous.insert(e.filename);
   }
-  for (const std::string& path : ambiguous) by_path.erase(path);
-  if (ours) by_path.clear();
+  for (const std::string& path : ambiguous) {
+    by_path.erase(path);
+    module_by_path.erase(path);
+  }
+  if (ours) {
+    by_path.clear();
+    module_by_path.clear();
+  }
   if (!by_path.empty()) {
     PathFiles files;
     r.ForEachRecord([&](Bytes rec) {
@@ -307,6 +339,10 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     auto it = by_path.find(path);
     return it == by_path.end() ? BuildId() : it->second;
   };
+  po.module_build_id = [&module_by_path](std::string_view path) {
+    auto it = module_by_path.find(path);
+    return it == module_by_path.end() ? BuildId() : it->second;
+  };
   Profile profile(po);
 
   RecordSorter sorter;
@@ -324,9 +360,15 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     sorter.PushView(RecordTime(rec, format_of(rec)), rec);  // the file stays mapped
   });
   sorter.Flush(process);
+  profile.SetChangedKernelModules(changed_modules);
 
   SymbolSearch search = SearchFor(options.cache_dir);
   search.kernel_notes = options.kernel_notes;
+  if (options.kernel_notes.empty()) {
+    // Nothing of the running kernel: not its modules either.
+    search.kallsyms.clear();
+    search.modules_dir.clear();
+  }
   DsoStore store(search);
   Symbolizer symbolizer(store);
   ReportModel model = profile.BuildReport(symbolizer, mode);

@@ -42,8 +42,9 @@ struct ReportOptions {
   std::string cache_dir;  // where to look for cached copies ("" to skip)
   bool callchains = false;
   // The running kernel's build-id notes: kernel samples of a capture with
-  // that id are symbolized from /proc/kallsyms ("" never: a report that must
-  // not depend on this host, as the fuzzers').
+  // that id, made in this boot, may be symbolized from /proc/kallsyms (see
+  // dso_store.h; "" never, nor from the running kernel's modules: a report
+  // that must not depend on this host, as the fuzzers').
   std::string kernel_notes = "/sys/kernel/notes";
 };
 

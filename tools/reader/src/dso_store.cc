@@ -3,13 +3,24 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+
+#include "build_id_cache.h"
+#include "files.h"
 
 namespace mmap3 {
 
 SymbolTable::SymbolTable(std::vector<ElfSymbol> symbols, std::vector<LoadSegment> loads,
                          bool absolute_addresses)
     : symbols_(std::move(symbols)), loads_(std::move(loads)), absolute_(absolute_addresses) {}
+
+SymbolTable SymbolTable::Relocated(std::vector<ElfSymbol> symbols, uint64_t bias, uint64_t lo,
+                                   uint64_t hi) {
+  SymbolTable t(std::move(symbols), {}, true);
+  t.bias_ = bias;
+  t.lo_ = lo;
+  t.hi_ = hi;
+  return t;
+}
 
 const ElfSymbol* SymbolTable::Find(uint64_t addr) const {
   auto it = std::upper_bound(symbols_.begin(), symbols_.end(), addr,
@@ -23,7 +34,11 @@ const ElfSymbol* SymbolTable::Find(uint64_t addr) const {
 }
 
 std::optional<uint64_t> SymbolTable::OffsetToAddress(uint64_t offset) const {
-  if (absolute_) return offset;
+  if (absolute_) {
+    const uint64_t addr = offset + bias_;  // wraps: a bias may be "negative"
+    if (addr < lo_ || addr >= hi_) return std::nullopt;
+    return addr;
+  }
   for (const LoadSegment& s : loads_) {
     if (offset >= s.offset && offset - s.offset < s.filesz) return offset - s.offset + s.vaddr;
   }
@@ -109,16 +124,108 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
   return dso.symbols.get();
 }
 
-const SymbolTable* DsoStore::KernelSymbols(const BuildId& id) {
-  if (kernel_attempted_) return id == kernel_id_ ? kernel_.get() : nullptr;
-  kernel_attempted_ = true;
-  kernel_id_ = ReadKernelBuildId(search_.kernel_notes);
-  if (id.empty() || id != kernel_id_) return nullptr;
-  auto symbols = ReadKallsyms(search_.kallsyms);
+namespace {
+
+// Kernel symbols, from an open file: /proc's, or an entry of the cache
+// opened by BuildIdCache::OpenEntry(), which refuses what another user
+// could have written (unlike an ELF image, such a file carries no build-id
+// to check it by).  Never a FIFO or a device.
+std::optional<std::string> ReadText(Result<UniqueFd> fd, const std::string& shown) {
+  if (!fd.ok()) return std::nullopt;
+  auto text = ReadAllFd(fd->get(), kMaxKallsymsBytes, shown);
+  if (!text.ok()) return std::nullopt;
+  return std::move(*text);
+}
+
+std::optional<std::string> ReadWholeFile(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  return ReadText(OpenRegularFile(path), path);
+}
+
+// The kernel image's table from one snapshot, for a capture whose
+// `ref_symbol` was at `ref_address`; null if the snapshot cannot be related
+// to the capture or is not whole (see Kallsyms::complete: one cut short
+// would put every later address on its last symbol).
+std::unique_ptr<SymbolTable> ImageTable(const Kallsyms& k, const std::string& ref_symbol,
+                                        uint64_t ref_address) {
+  if (!k.complete || k.kernel.empty()) return nullptr;
+  const auto ref = k.Marker(ref_symbol);
+  if (!ref) return nullptr;
+  // Everything of the image moves by one offset (KASLR), so the distance
+  // from the reference is the same in both boots.
+  const uint64_t bias = *ref - ref_address;
+  const uint64_t lo = std::min(*ref, k.Marker("_text").value_or(*ref));
+  const uint64_t hi = *k.Marker("_etext");
+  return std::make_unique<SymbolTable>(SymbolTable::Relocated(k.kernel, bias, lo, hi));
+}
+
+}  // namespace
+
+const Kallsyms* DsoStore::LiveKallsyms() {
+  if (!live_) {
+    auto text = ReadWholeFile(search_.kallsyms);
+    live_ = text ? ParseKallsyms(*text) : Kallsyms{};
+  }
+  return live_->hidden ? nullptr : &*live_;
+}
+
+const BuildId& DsoStore::LiveKernelId() {
+  if (!live_kernel_id_) live_kernel_id_ = ReadKernelBuildId(search_.kernel_notes);
+  return *live_kernel_id_;
+}
+
+const SymbolTable* DsoStore::KernelSymbols(const BuildId& id, const std::string& ref_symbol,
+                                           uint64_t ref_address) {
+  auto [it, inserted] = kernels_.try_emplace(std::make_tuple(id, ref_symbol, ref_address));
+  if (!inserted) return it->second.get();
+  // Address 0: the capture's kallsyms was hidden (kptr_restrict), so its
+  // addresses cannot be related to any snapshot either.
+  if (id.empty() || ref_symbol.empty() || ref_address == 0) return nullptr;
+  std::unique_ptr<SymbolTable>& table = it->second;
+  // The snapshot record kept for this kernel, from whichever boot.
+  if (!search_.cache_dir.empty()) {
+    if (auto text = ReadText(
+            BuildIdCache::OpenEntry(search_.cache_dir, "[kernel.kallsyms]", id, "kallsyms"),
+            BuildIdCache::KallsymsPath(search_.cache_dir, id)))
+      table = ImageTable(ParseKallsyms(*text), ref_symbol, ref_address);
+  }
+  // The running kernel: the same build, relocated the same way.
+  if (table == nullptr && LiveKernelId() == id) {
+    if (const Kallsyms* live = LiveKallsyms()) {
+      if (live->Marker(ref_symbol) == ref_address)
+        table = ImageTable(*live, ref_symbol, ref_address);
+    }
+  }
+  if (table != nullptr) ++loads_;
+  return table.get();
+}
+
+const SymbolTable* DsoStore::ModuleSymbols(const BuildId& id, const std::string& name) {
+  auto [it, inserted] = modules_.try_emplace(std::make_pair(id, name));
+  if (!inserted) return it->second.get();
+  if (id.empty() || name.empty() || name.find('/') != std::string::npos || name[0] == '.')
+    return nullptr;
+  std::vector<ElfSymbol> symbols;
+  if (!search_.cache_dir.empty()) {
+    // Written whole by record; a last line without its newline was cut.
+    auto text = ReadText(BuildIdCache::OpenEntry(search_.cache_dir, "[" + name + "]", id, "symbols"),
+                         BuildIdCache::ModuleSymbolsPath(search_.cache_dir, name, id));
+    if (text && text->ends_with('\n')) symbols = ParseModuleSymbols(*text, name);
+  }
+  if (symbols.empty() && !search_.modules_dir.empty() &&
+      ReadKernelBuildId(search_.modules_dir + "/" + name + "/notes/.note.gnu.build-id") == id) {
+    const Kallsyms* live = LiveKallsyms();
+    auto modules = ReadWholeFile(search_.proc_modules);
+    if (live != nullptr && modules) {
+      for (KernelModule& m : ParseKernelModules(*modules, *live))
+        if (m.name == name) symbols = std::move(m.symbols);
+    }
+  }
   if (symbols.empty()) return nullptr;
-  kernel_ = std::make_unique<SymbolTable>(std::move(symbols), std::vector<LoadSegment>{}, true);
+  it->second = std::make_unique<SymbolTable>(
+      SymbolTable::Relocated(std::move(symbols), 0, 0, UINT64_MAX));
   ++loads_;
-  return kernel_.get();
+  return it->second.get();
 }
 
 BuildId ParseBuildIdNotes(const uint8_t* data, size_t size) {
@@ -148,25 +255,25 @@ BuildId ReadKernelBuildId(const std::string& notes_path) {
 }
 
 std::vector<ElfSymbol> ReadKallsyms(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<ElfSymbol> out;
-  std::string line;
-  bool any_nonzero = false;
-  while (std::getline(in, line)) {
-    // "<hex addr> <type> <name>[\t[module]]"
-    std::istringstream ls(line);
-    std::string addr, type, name;
-    if (!(ls >> addr >> type >> name)) continue;
-    if (type.size() != 1 || (type[0] != 't' && type[0] != 'T' && type[0] != 'w' && type[0] != 'W'))
-      continue;
-    uint64_t a = std::strtoull(addr.c_str(), nullptr, 16);
-    if (a != 0) any_nonzero = true;
-    out.push_back({a, 0, name});
-  }
-  if (!any_nonzero) return {};
-  std::stable_sort(out.begin(), out.end(),
-                   [](const ElfSymbol& a, const ElfSymbol& b) { return a.addr < b.addr; });
-  return out;
+  auto text = ReadWholeFile(path);
+  if (!text) return {};
+  Kallsyms k = ParseKallsyms(*text);
+  if (k.hidden) return {};
+  return std::move(k.kernel);
+}
+
+std::string KernelModuleName(std::string_view path) {
+  if (path.size() > 2 && path.front() == '[' && path.back() == ']')
+    return std::string(path.substr(1, path.size() - 2));
+  if (const size_t slash = path.rfind('/'); slash != std::string_view::npos)
+    path.remove_prefix(slash + 1);
+  const size_t ko = path.find(".ko");
+  if (ko == 0 || ko == std::string_view::npos) return {};
+  const std::string_view rest = path.substr(ko + 3);
+  if (!rest.empty() && rest != ".xz" && rest != ".gz" && rest != ".zst") return {};
+  std::string name(path.substr(0, ko));
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
 }
 
 }  // namespace mmap3

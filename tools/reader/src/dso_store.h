@@ -17,19 +17,34 @@
 // the load happens once, and a path given later is not looked at.  Given
 // that, what is found depends on the paths and the files, never on the
 // order they were given in.
+//
+// Kernel symbols come from kallsyms snapshots, which hold for one boot:
+//   - the kernel image: <cache>/[kernel.kallsyms]/<id>/kallsyms (what record
+//     stored for that build-id, perhaps in another boot), shifted by the
+//     difference between its `_text` and the capture's (KASLR); otherwise
+//     the live /proc/kallsyms, but only if /sys/kernel/notes has the
+//     build-id and its `_text` is where the capture's was (same boot, or no
+//     KASLR).  Addresses outside the image's text (_text.._etext) have no
+//     symbol: they are modules, BPF or trampolines, not the image.
+//   - a module: <cache>/[<name>]/<id>/symbols (offsets from its load
+//     address, which hold in every boot that loads this build); otherwise
+//     the live kallsyms, if /sys/module/<name>/notes has the build-id.
 #ifndef MMAP3_READER_DSO_STORE_H_
 #define MMAP3_READER_DSO_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "build_id.h"
 #include "elf_file.h"
+#include "kallsyms.h"
 
 namespace mmap3 {
 
@@ -40,9 +55,13 @@ class SymbolTable {
   SymbolTable() = default;
   SymbolTable(std::vector<ElfSymbol> symbols, std::vector<LoadSegment> loads,
               bool absolute_addresses);
+  // A table whose offsets are addresses (kallsyms): offset + bias is a
+  // symbol address, valid only inside [lo, hi).
+  static SymbolTable Relocated(std::vector<ElfSymbol> symbols, uint64_t bias, uint64_t lo,
+                               uint64_t hi);
   // The symbol containing `addr` (a symbol address, not a file offset).
   const ElfSymbol* Find(uint64_t addr) const;
-  // File offset -> symbol address (identity for absolute tables like kallsyms).
+  // File offset -> symbol address; nullopt outside the table's range.
   std::optional<uint64_t> OffsetToAddress(uint64_t offset) const;
   size_t size() const { return symbols_.size(); }
 
@@ -50,6 +69,7 @@ class SymbolTable {
   std::vector<ElfSymbol> symbols_;
   std::vector<LoadSegment> loads_;
   bool absolute_ = false;
+  uint64_t bias_ = 0, lo_ = 0, hi_ = UINT64_MAX;  // absolute tables
 };
 
 struct Dso {
@@ -65,9 +85,11 @@ struct SymbolSearch {
   std::string cache_dir;                     // "" to skip the build-id cache
   std::string debug_dir = "/usr/lib/debug";  // "" to skip
   bool use_recorded_paths = true;
-  // Kernel symbols: used only if kernel_notes has the recorded build-id.
+  // The running kernel, used only for its own build-ids (see above).
   std::string kernel_notes = "/sys/kernel/notes";
   std::string kallsyms = "/proc/kallsyms";
+  std::string modules_dir = "/sys/module";
+  std::string proc_modules = "/proc/modules";
 };
 
 class DsoStore {
@@ -79,9 +101,16 @@ class DsoStore {
   // Symbols for a DSO, loading them on first call; nullptr when no file with
   // a matching build-id exists.
   const SymbolTable* Symbols(Dso& dso);
-  // Kernel symbols for a kernel with build-id `id` (empty: unknown kernel,
-  // refused), loaded once.
-  const SymbolTable* KernelSymbols(const BuildId& id);
+  // Symbols of the kernel image with build-id `id` (empty: unknown kernel,
+  // refused) for a capture in which its symbol `ref_symbol` (perf's
+  // "[kernel.kallsyms]_text" record: "_text", at `ref_address`) was; offsets
+  // are the capture's addresses.  No reference: refused, since the capture's
+  // addresses cannot be related to any snapshot.  Loaded once per argument.
+  const SymbolTable* KernelSymbols(const BuildId& id, const std::string& ref_symbol,
+                                   uint64_t ref_address);
+  // Symbols of kernel module `name` ("ext4") with build-id `id`; offsets are
+  // relative to the module's load address.  Loaded once per build-id.
+  const SymbolTable* ModuleSymbols(const BuildId& id, const std::string& name);
 
   size_t size() const { return dsos_.size(); }
   size_t loads() const { return loads_; }  // symbol tables actually read
@@ -89,11 +118,16 @@ class DsoStore {
 
  private:
   SymbolSearch search_;
+  const Kallsyms* LiveKallsyms();
+  const BuildId& LiveKernelId();
+
   std::unordered_map<BuildId, std::unique_ptr<Dso>, BuildIdHash> dsos_;
   size_t loads_ = 0;
-  bool kernel_attempted_ = false;
-  BuildId kernel_id_;
-  std::unique_ptr<SymbolTable> kernel_;
+  // Null entries remember that nothing matched.
+  std::map<std::tuple<BuildId, std::string, uint64_t>, std::unique_ptr<SymbolTable>> kernels_;
+  std::map<std::pair<BuildId, std::string>, std::unique_ptr<SymbolTable>> modules_;
+  std::optional<Kallsyms> live_;  // read on first use
+  std::optional<BuildId> live_kernel_id_;
 };
 
 // The running kernel's build-id from a notes file (/sys/kernel/notes format:
@@ -104,6 +138,9 @@ BuildId ParseBuildIdNotes(const uint8_t* data, size_t size);
 // Loads function symbols from a kallsyms-format file; empty when addresses
 // are hidden (kptr_restrict) or the file is unreadable.
 std::vector<ElfSymbol> ReadKallsyms(const std::string& path);
+// The module name of a kernel module object's path: "[nf_nat]" or
+// ".../nf-nat.ko.xz" -> "nf_nat" (the kernel's spelling); "" if neither.
+std::string KernelModuleName(std::string_view path);
 
 }  // namespace mmap3
 

@@ -96,4 +96,20 @@ Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const st
   return {};
 }
 
+Result<std::string> ReadAllFd(int fd, uint64_t max_bytes, const std::string& path) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = pread(fd, buf, sizeof(buf), static_cast<off_t>(out.size()));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("read " + path);
+    }
+    if (n == 0) return out;
+    if (static_cast<uint64_t>(n) > max_bytes - out.size())
+      return Status::Failure(path + ": larger than " + std::to_string(max_bytes) + " bytes");
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
 }  // namespace mmap3

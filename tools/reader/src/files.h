@@ -74,6 +74,10 @@ std::string PrintableName(std::string_view name);
 // writes); `path` names the file in the error.
 Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path);
 
+// Everything from offset 0 to the end (pread, retried on EINTR); an error,
+// naming `path`, if there is more than `max_bytes`.
+Result<std::string> ReadAllFd(int fd, uint64_t max_bytes, const std::string& path);
+
 }  // namespace mmap3
 
 #endif  // MMAP3_READER_FILES_H_

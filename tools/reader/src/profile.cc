@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <set>
 
 namespace mmap3 {
 namespace {
@@ -61,8 +62,9 @@ uint32_t Profile::InternComm(const std::string& comm) {
 }
 
 std::shared_ptr<const MappedObject> Profile::InternObject(MappedObject object) {
-  auto key =
-      std::make_tuple(object.path, object.build_id, object.source, object.kernel, object.owner);
+  auto key = std::make_tuple(object.path, object.build_id, object.source, object.kernel,
+                             object.owner, object.kernel_module, object.reloc_symbol,
+                             object.reloc_address);
   auto& slot = objects_[key];
   if (!slot) slot = std::make_shared<const MappedObject>(std::move(object));
   return slot;
@@ -109,10 +111,48 @@ void Profile::Process(Bytes record) {
   }
 }
 
+void Profile::OnKernelMmap(const MmapRecord& m) {
+  static constexpr std::string_view kImage = "[kernel.kallsyms]";
+  const std::string_view name = m.filename;
+  std::shared_ptr<const MappedObject> object;
+  if (name.starts_with(kImage)) {
+    // perf's "[kernel.kallsyms]_text": pgoff is where _text was in this
+    // capture.  Samples from now on belong to an image object that carries
+    // it, so its symbols are relocated to this boot (KASLR).
+    MappedObject image = *kernel_object_;
+    image.reloc_symbol = std::string(name.substr(kImage.size()));
+    image.reloc_address = image.reloc_symbol.empty() ? 0 : m.pgoff;
+    kernel_object_ = InternObject(std::move(image));
+    object = kernel_object_;
+  } else if (name.starts_with('/') || name.starts_with('[')) {
+    // A module ("[ext4]" as we and perf's --buildid-mmap write it, or its
+    // .ko path): an object of its own, with its own build-id.
+    MappedObject module;
+    module.path = std::string(name);
+    module.kernel = module.kernel_module = true;
+    module.build_id = m.build_id;
+    if (!m.build_id.empty()) {
+      module.source = BuildIdSource::kKernelNotes;
+    } else if (options_.module_build_id) {
+      module.build_id = options_.module_build_id(m.filename);
+      if (!module.build_id.empty()) module.source = BuildIdSource::kPerfHeader;
+    }
+    object = InternObject(std::move(module));
+  } else {
+    return;  // a guest's kernel, or nothing we know
+  }
+  Mapping mapping;
+  mapping.start = m.start;
+  mapping.end = m.start + m.len < m.start ? UINT64_MAX : m.start + m.len;
+  mapping.pgoff = m.pgoff;
+  mapping.object = object;
+  mappings_.push_back({kKernelPid, mapping.start, mapping.end, mapping.pgoff, object.get()});
+  processes_.OnMmap(kKernelPid, std::move(mapping));
+}
+
 void Profile::OnMmap(const MmapRecord& m) {
   if (m.pid == kKernelPid) {
-    // Kernel image and modules: all kernel samples are attributed to the
-    // kernel object and symbolized through kallsyms, which covers modules.
+    OnKernelMmap(m);
     return;
   }
   MappedObject object;
@@ -140,6 +180,12 @@ void Profile::OnMmap(const MmapRecord& m) {
 Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
   switch (space) {
     case Space::kKernel:
+      if (const Mapping* m = processes_.FindKernel(ip)) {
+        if (m->object->kernel_module) return {m->object.get(), ip - m->start};
+        return {m->object.get(), ip};
+      }
+      // Outside the image's text and every module known at the start (BPF,
+      // trampolines, a module loaded since): the kernel, with no symbol.
       return {kernel_object_.get(), ip};
     case Space::kUser:
       if (const Mapping* m = processes_.FindUser(pid, ip))
@@ -203,6 +249,31 @@ std::vector<const MappedObject*> Profile::Objects() const {
   return out;
 }
 
+void Profile::SetChangedKernelModules(const std::vector<KernelModuleMapping>& modules) {
+  const std::set<KernelModuleMapping> changed(modules.begin(), modules.end());
+  std::set<std::string> paths;
+  for (const MappingEntry& e : mappings_) {
+    if (e.pid != kKernelPid || !e.object->kernel_module ||
+        !changed.count({e.object->path, e.start}))
+      continue;
+    paths.insert(e.object->path);
+    auto& stand_in = changed_modules_[e.object];
+    if (stand_in) continue;
+    // Which code ran there is not known: no build-id, so no symbols (the
+    // module's would be a guess), and the report says why.
+    MappedObject o = *e.object;
+    o.build_id = BuildId();
+    o.source = BuildIdSource::kNone;
+    stand_in = std::make_shared<const MappedObject>(std::move(o));
+  }
+  changed_module_paths_.assign(paths.begin(), paths.end());
+}
+
+const MappedObject* Profile::Shown(const MappedObject* object) const {
+  auto it = changed_modules_.find(object);
+  return it == changed_modules_.end() ? object : it->second.get();
+}
+
 ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode) const {
   ReportModel model;
   model.mode = mode;
@@ -211,10 +282,12 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   model.lost_records = lost_records_;
   model.lost_samples = lost_samples_;
   model.bad_records = bad_records_;
+  model.changed_kernel_modules = changed_module_paths_;
   for (const MappingEntry& e : mappings_) {
-    ++model.mappings_by_source[static_cast<int>(e.object->source)];
-    model.mappings.push_back(
-        {e.pid, e.start, e.end, e.pgoff, e.object->path, e.object->build_id, e.object->source});
+    const MappedObject* object = Shown(e.object);
+    ++model.mappings_by_source[static_cast<int>(object->source)];
+    model.mappings.push_back({e.pid == kKernelPid ? -1 : static_cast<int64_t>(e.pid), e.start,
+                              e.end, e.pgoff, object->path, object->build_id, object->source});
   }
 
   // Every path a build-id was mapped under is a candidate for its file:
@@ -244,6 +317,7 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   std::unordered_map<RowKey, RowSums, RowKeyHash> rows;
   flat_.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t count,
                     uint64_t period) {
+    object = object != nullptr ? Shown(object) : nullptr;
     Symbolizer::Symbol symbol{&kUnknown, SymbolStatus::kNoMapping};
     if (object != nullptr) symbol = symbolizer.Lookup(*object, offset);
     RowSums& sums = rows[RowKey{comm, object, symbol.name}];
@@ -286,7 +360,7 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
     std::string line = comms_[key.first];
     for (const auto& [object, offset] : key.second) {
       line += ';';
-      line += object != nullptr ? symbolizer.Symbolize(*object, offset) : "[unknown]";
+      line += object != nullptr ? symbolizer.Symbolize(*Shown(object), offset) : "[unknown]";
     }
     folded[line] += count;
   }

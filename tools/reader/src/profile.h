@@ -34,6 +34,9 @@ struct ProfileOptions {
   // Fallback for MMAP records without a build-id: perf.data's build-id table
   // looked up by path (source kPerfHeader).  May be empty.
   std::function<BuildId(std::string_view path)> path_build_id;
+  // The same for kernel modules (MMAP records of pid -1 other than the
+  // image), source kPerfHeader too.  May be empty.
+  std::function<BuildId(std::string_view path)> module_build_id;
   const SourceOverrides* overrides = nullptr;
 };
 
@@ -56,13 +59,19 @@ class Profile {
   // Every distinct object seen (including the kernel), for build-id tables.
   std::vector<const MappedObject*> Objects() const;
 
+  // Kernel modules whose recorded range held other code by the end of the
+  // capture (CaptureStats::changed_kernel_modules, or what a file's metadata
+  // says): their samples are reported without the module's build-id, so
+  // never on its symbols.  Call after every record has been processed.
+  void SetChangedKernelModules(const std::vector<KernelModuleMapping>& modules);
+
   // Symbolizes and aggregates; `mode` is copied into the model.
   ReportModel BuildReport(Symbolizer& symbolizer, const std::string& mode) const;
 
  private:
   struct Frame {
     const MappedObject* object;  // null: unmapped address
-    uint64_t offset;             // file offset, kernel address, or raw ip
+    uint64_t offset;             // file offset, kernel address, module offset, or raw ip
     bool operator==(const Frame&) const = default;
   };
   struct MappingEntry {
@@ -85,7 +94,11 @@ class Profile {
   static Space SampleSpace(uint16_t misc);
   static Space ContextSpace(uint64_t marker);
 
+  // The object a report shows for `object`: itself, or the stand-in of a
+  // changed module (see SetChangedKernelModules).
+  const MappedObject* Shown(const MappedObject* object) const;
   void OnMmap(const MmapRecord& m);
+  void OnKernelMmap(const MmapRecord& m);
   void OnSample(const SampleRecord& s);
   Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
   uint32_t InternComm(const std::string& comm);
@@ -94,11 +107,13 @@ class Profile {
   ProfileOptions options_;
   SampleFormat format_;
   ProcessTable processes_;
+  // The kernel image: samples outside every kernel mapping go here too.
   std::shared_ptr<const MappedObject> kernel_object_;
   // "[guest.kernel]", "[guest.user]", "[guest]", "[hypervisor]": samples
   // whose addresses are not the host's (see AddressOwner).
   std::shared_ptr<const MappedObject> guest_kernel_, guest_user_, guest_, hypervisor_;
-  std::map<std::tuple<std::string, BuildId, BuildIdSource, bool, AddressOwner>,
+  std::map<std::tuple<std::string, BuildId, BuildIdSource, bool, AddressOwner, bool, std::string,
+                      uint64_t>,
            std::shared_ptr<const MappedObject>>
       objects_;
   std::vector<std::string> comms_;
@@ -110,6 +125,9 @@ class Profile {
   std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, uint64_t>
       stacks_;
   std::vector<MappingEntry> mappings_;
+  // Changed modules' objects -> their stand-ins, without a build-id.
+  std::map<const MappedObject*, std::shared_ptr<const MappedObject>> changed_modules_;
+  std::vector<std::string> changed_module_paths_;  // sorted
   uint64_t samples_ = 0, lost_records_ = 0, lost_samples_ = 0, bad_records_ = 0;
   uint64_t period_ = 0;  // sum of the samples' periods: what overhead is a share of
   uint64_t unattributed_ = 0;

@@ -46,8 +46,20 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
   if (m.startup) {
     fmt::print(out,
                "# startup: mappings of {} processes read in {:.2f} s, {} records drained "
-               "meanwhile\n",
-               m.startup->processes, m.startup->seconds, m.startup->records_drained);
+               "meanwhile{}\n",
+               m.startup->processes, m.startup->seconds, m.startup->records_drained,
+               m.startup->changed_during_read == 0
+                   ? ""
+                   : fmt::format(", {} changed while read (left to the kernel's records)",
+                                 m.startup->changed_during_read));
+  }
+  if (!m.changed_kernel_modules.empty()) {
+    std::string names;
+    for (const std::string& path : m.changed_kernel_modules) names += " " + path;
+    fmt::print(out,
+               "# kernel modules with other code in their place by the end of the capture (a "
+               "module or BPF loaded there; their samples are [unknown]):{}\n",
+               names);
   }
   fmt::print(out, "#\n");
   size_t comm_w = 7, dso_w = 3;
@@ -106,8 +118,11 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"late_records", m.late_records},
                 {"startup", m.startup ? json{{"processes", m.startup->processes},
                                              {"seconds", m.startup->seconds},
-                                             {"records_drained", m.startup->records_drained}}
+                                             {"records_drained", m.startup->records_drained},
+                                             {"changed_during_read",
+                                              m.startup->changed_during_read}}
                                       : json(nullptr)},
+                {"kernel_modules_changed", m.changed_kernel_modules},
                 {"mappings_by_source", sources},
                 {"mappings", mappings}}},
               {"rows", rows}};

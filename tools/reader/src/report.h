@@ -11,12 +11,18 @@
 //     "bad_records": N,
 //     "late_records": N   (records older than one already attributed:
 //                          applied out of time order),
-//     "startup": {"processes": N, "seconds": F, "records_drained": N} | null
+//     "startup": {"processes": N, "seconds": F, "records_drained": N,
+//                 "changed_during_read": N} | null
 //                (-a and -p; null for a command, perf's files, older files),
+//     "kernel_modules_changed": ["[name]", ...]   (modules recorded at the
+//                start whose range held other code by the end: another
+//                module, another build, BPF; their samples are
+//                "[unknown]+0x<offset>", the module's build-id not given),
 //     "mappings_by_source": {"none": N, "mmap3": N, "mmap2": N, "map_files": N,
 //                            "perf_header_unverified": N, "kernel_notes": N,
 //                            "vdso": N},
-//     "mappings": [{"pid": N, "start": "0x..", "end": "0x..", "pgoff": "0x..",
+//     "mappings": [{"pid": N (-1: kernel image, modules), "start": "0x..",
+//                   "end": "0x..", "pgoff": "0x..",
 //                   "path": "...", "build_id": "hex" | "", "source": "..."}]
 //   },
 //   "rows": [{"samples": N, "period": N, "percent": F, "comm": "...",
@@ -52,6 +58,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "address_space.h"
@@ -72,7 +79,7 @@ struct ReportRow {
 };
 
 struct ReportMapping {
-  uint32_t pid = 0;
+  int64_t pid = 0;  // -1: the kernel image and its modules
   uint64_t start = 0, end = 0, pgoff = 0;
   std::string path;
   BuildId build_id;
@@ -84,11 +91,23 @@ struct ReportStack {
   uint64_t samples = 0;
 };
 
+// A kernel module's mapping as record wrote it: "[ext4]" at its load address.
+struct KernelModuleMapping {
+  std::string path;
+  uint64_t start = 0;
+  bool operator<(const KernelModuleMapping& o) const {
+    return std::tie(path, start) < std::tie(o.path, o.start);
+  }
+};
+
 // What record read of the processes that existed when it started (-a, -p).
 struct StartupStats {
   uint64_t processes = 0;
   double seconds = 0;
   uint64_t records_drained = 0;  // taken from the buffers meanwhile
+  // Mappings and names that changed while they were read: not synthesized,
+  // the kernel's records of the change describe them.
+  uint64_t changed_during_read = 0;
 };
 
 struct ReportModel {
@@ -106,6 +125,9 @@ struct ReportModel {
   // out of order (a late mapping misses the samples before it).
   uint64_t late_records = 0;
   std::optional<StartupStats> startup;  // unknown for perf's files
+  // Modules whose range held other code by the end of the capture (another
+  // module, another build, BPF): their samples are [unknown].  Paths.
+  std::vector<std::string> changed_kernel_modules;
   std::array<uint64_t, kBuildIdSourceCount> mappings_by_source{};
   std::vector<ReportRow> rows;
   std::vector<ReportMapping> mappings;

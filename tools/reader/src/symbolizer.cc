@@ -25,8 +25,10 @@ const SymbolTable* Symbolizer::TableFor(const MappedObject& object) {
   const SymbolTable* table = nullptr;
   if (object.build_id.empty()) {
     table = nullptr;
+  } else if (object.kernel_module) {
+    table = store_.ModuleSymbols(object.build_id, KernelModuleName(object.path));
   } else if (object.kernel) {
-    table = store_.KernelSymbols(object.build_id);
+    table = store_.KernelSymbols(object.build_id, object.reloc_symbol, object.reloc_address);
   } else {
     table = store_.Symbols(store_.Get(object.build_id, object.path));
   }

@@ -1,7 +1,8 @@
 // Location -> symbol name, using only files whose build-id matches.
 //
 // Contract: Lookup() takes the object a sample hit and the file offset in
-// it (for the kernel: the address) and returns a name valid for the life of
+// it (for the kernel image: the address; for a module: the offset from its
+// load address) and returns a name valid for the life of
 // the Symbolizer, and whether it is a symbol.  When there is none, the name
 // says why:
 //   "[no symbol <short build-id>]+0x<offset>"  a file with the build-id was

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -514,6 +515,60 @@ TEST_P(BuildIdCacheTest, InsertsFilesThatAreNotElf) {
   // File names stay inside the entry.
   EXPECT_FALSE(c->InsertContents(Id(kIdV2), "[kernel.kallsyms]", "../x", text, 0400).ok());
   EXPECT_FALSE(c->InsertContents(Id(kIdV2), "[kernel.kallsyms]", ".hidden", text, 0400).ok());
+}
+
+// What record does with the kernel's symbols: queued, judged by the caller's
+// rule on the worker.  An entry the rule accepts stays as it is (same
+// inode); one it refuses is replaced.
+TEST_P(BuildIdCacheTest, QueuedContentsKeepWhatTheVerifierAccepts) {
+  TempDir cache;
+  const std::string file = BuildIdCache::KallsymsPath(cache.path(), Id(kIdV2));
+  {
+    auto c = Cache(cache.path());
+    ASSERT_TRUE(c->InsertContents(Id(kIdV2), "[kernel.kallsyms]", "kallsyms", "complete\n", 0400)
+                    .ok());
+  }
+  struct stat before;
+  ASSERT_EQ(stat(file.c_str(), &before), 0);
+  std::atomic<int> judged = 0;
+  auto complete = [&judged](int fd, uint64_t size) {
+    ++judged;
+    char last = 0;
+    if (size == 0 || pread(fd, &last, 1, static_cast<off_t>(size - 1)) != 1 || last != '\n')
+      return Status::Failure("cut short");
+    return Status();
+  };
+  {
+    auto c = Cache(cache.path());
+    c->Start();
+    c->AddContents(Id(kIdV2), "[kernel.kallsyms]", "kallsyms", "another boot\n", 0400,
+                   BuildIdCache::Priority::kBackground, complete);
+    c->Stop();  // the queued job is done
+    EXPECT_EQ(judged, 1);
+    EXPECT_EQ(c->stats().present, 1u);
+    EXPECT_EQ(c->stats().copied, 0u);
+  }
+  struct stat after;
+  ASSERT_EQ(stat(file.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(ReadAll(file), "complete\n");
+
+  // A truncated entry (no final newline) is replaced, owner-only.
+  {
+    auto c = Cache(cache.path());
+    ASSERT_TRUE(c->InsertContents(Id(kIdV2), "[kernel.kallsyms]", "kallsyms", "compl", 0400).ok());
+  }
+  {
+    auto c = Cache(cache.path());
+    c->Start();
+    c->AddContents(Id(kIdV2), "[kernel.kallsyms]", "kallsyms", "another boot\n", 0400,
+                   BuildIdCache::Priority::kBackground, complete);
+    c->Stop();
+    EXPECT_EQ(c->stats().copied, 1u);
+  }
+  EXPECT_EQ(ReadAll(file), "another boot\n");
+  ASSERT_EQ(stat(file.c_str(), &after), 0);
+  EXPECT_EQ(after.st_mode & 07777, 0400u);
 }
 
 // A tmpfs of `bytes` at `dir`, unmounted by the destructor.

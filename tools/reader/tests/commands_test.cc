@@ -11,13 +11,18 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <map>
 
 #include <fmt/format.h>
 
+#include "build_id_cache.h"
 #include "fixtures.h"
+#include "kallsyms.h"
 #include "perf_data.h"
 #include "linux/perf_event_mmap3.h"
 #include "perf_event_fd.h"
+#include "proc_maps.h"
+#include "process_table.h"
 #include "record_writer.h"
 
 namespace mmap3 {
@@ -290,17 +295,19 @@ TEST(RunReportTest, PerfHeaderIdsAreNotGivenToPathsMappedFromSeveralFiles) {
 // capture with that id get /proc/kallsyms's names, and "" turns that off (a
 // report that must not depend on the host, as the fuzzers').
 TEST(RunReportTest, KernelNotesDecideWhetherKallsymsIsUsed) {
+  // A capture of this boot: its _text record says where the kernel is.
+  auto live = ReadSmallFile("/proc/kallsyms");
+  const Kallsyms k = live.ok() ? ParseKallsyms(*live) : Kallsyms{};
+  const auto text = k.Marker("_text");
+  if (k.hidden || !text) GTEST_SKIP() << "/proc/kallsyms shows no addresses here (kptr_restrict)";
   uint64_t addr = 0;
-  {
-    std::ifstream kallsyms("/proc/kallsyms");
-    std::string line;
-    while (addr == 0 && std::getline(kallsyms, line)) {
-      std::istringstream in(line);
-      std::string hex, type;
-      if (in >> hex >> type && (type == "T" || type == "t")) addr = std::stoull(hex, nullptr, 16);
+  for (const ElfSymbol& sym : k.kernel) {
+    if (sym.addr > *text && sym.addr < k.Marker("_etext").value_or(UINT64_MAX)) {
+      addr = sym.addr;
+      break;
     }
   }
-  if (addr == 0) GTEST_SKIP() << "/proc/kallsyms shows no addresses here (kptr_restrict)";
+  ASSERT_NE(addr, 0u);
   TempDir dir;
   std::string notes;  // as /sys/kernel/notes: one GNU build-id note
   auto put32 = [&](uint32_t v) { notes.append(reinterpret_cast<const char*>(&v), 4); };
@@ -315,6 +322,15 @@ TEST(RunReportTest, KernelNotesDecideWhetherKallsymsIsUsed) {
   {
     auto w = PerfDataWriter::Create(file, {Attr()});
     ASSERT_TRUE(w.ok());
+    MmapRecord image;
+    image.format = MmapFormat::kMmap;
+    image.misc = PERF_RECORD_MISC_KERNEL;
+    image.pid = kKernelPid;
+    image.start = image.pgoff = *text;
+    image.len = k.Marker("_etext").value_or(*text + (1u << 30)) - *text;
+    image.filename = "[kernel.kallsyms]_text";
+    image.sample_id = Sid(kKernelPid, 0);
+    ASSERT_TRUE(w->Write(EncodeMmap(image, kFormat)).ok());
     ASSERT_TRUE(w->Write(Comm(1, "k", 1)).ok());
     SampleRecord s;
     s.misc = PERF_RECORD_MISC_KERNEL;
@@ -337,6 +353,136 @@ TEST(RunReportTest, KernelNotesDecideWhetherKallsymsIsUsed) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ASSERT_EQ(m->rows.size(), 1u);
   EXPECT_EQ(m->rows[0].symbol.rfind("[unknown", 0), 0u) << m->rows[0].symbol;
+}
+
+// perf's own file after a reboot: the kernel image record (pgoff: _text in
+// the capture's boot), a module by its .ko path, both build-ids only in the
+// header table.  Symbols come from the cache, relocated; the module is an
+// object of its own.
+TEST(RunReportTest, PerfFilesKernelAndModuleSymbolsAreRelocated) {
+  constexpr uint64_t kText = 0xffffffff9a200000, kModule = 0xffffffffc1230000;
+  const std::string ko = "/lib/modules/6.1.0/kernel/fs/fakemod.ko";
+  TempDir dir, cache;
+  const std::string file = dir.File("perf.data");
+  {
+    auto w = PerfDataWriter::Create(file, {Attr()});
+    ASSERT_TRUE(w.ok());
+    MmapRecord m;
+    m.format = MmapFormat::kMmap;
+    m.misc = PERF_RECORD_MISC_KERNEL;
+    m.pid = kKernelPid;
+    m.start = m.pgoff = kText;
+    m.len = 0x2000;
+    m.filename = "[kernel.kallsyms]_text";
+    m.sample_id = Sid(kKernelPid, 0);
+    ASSERT_TRUE(w->Write(EncodeMmap(m, kFormat)).ok());
+    m.start = kModule;
+    m.pgoff = 0;
+    m.len = 0x4000;
+    m.filename = ko;
+    ASSERT_TRUE(w->Write(EncodeMmap(m, kFormat)).ok());
+    ASSERT_TRUE(w->Write(Comm(1, "app", 1)).ok());
+    SampleRecord s;
+    s.misc = PERF_RECORD_MISC_KERNEL;
+    s.pid = s.tid = 1;
+    s.ip = kText + testing::kScheduleOffset + 8;
+    s.time = 2;
+    ASSERT_TRUE(w->Write(EncodeSample(s, {}, kFormat)).ok());
+    s.ip = kModule + 0x1008;
+    s.time = 3;
+    ASSERT_TRUE(w->Write(EncodeSample(s, {}, kFormat)).ok());
+    BuildIdEntry image{-1, PERF_RECORD_MISC_KERNEL, Id(testing::kIdV3), "[kernel.kallsyms]"};
+    BuildIdEntry module{-1, PERF_RECORD_MISC_KERNEL, Id(kIdV1), ko};
+    ASSERT_TRUE(w->Finish({image, module}, "").ok());
+  }
+  const std::string kallsyms = BuildIdCache::KallsymsPath(cache.path(), Id(testing::kIdV3));
+  std::filesystem::create_directories(std::filesystem::path(kallsyms).parent_path());
+  testing::WriteFile(kallsyms, testing::FakeKallsyms(0xffffffff81000000, 0xffffffffc0000000));
+  KernelModule fakemod;
+  fakemod.name = "fakemod";
+  fakemod.symbols = {{0x1000, 0, "mod_work"}};
+  const std::string symbols = BuildIdCache::ModuleSymbolsPath(cache.path(), "fakemod", Id(kIdV1));
+  std::filesystem::create_directories(std::filesystem::path(symbols).parent_path());
+  testing::WriteFile(symbols, FormatModuleSymbols(fakemod));
+
+  ReportOptions o;
+  o.input = file;
+  o.cache_dir = cache.path();
+  auto r = RunReport(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->rows.size(), 2u);
+  std::map<std::string, const ReportRow*> by_path;
+  for (const ReportRow& row : r->rows) by_path[row.path] = &row;
+  ASSERT_EQ(by_path.count("[kernel.kallsyms]"), 1u);
+  EXPECT_EQ(by_path["[kernel.kallsyms]"]->symbol, "schedule");
+  ASSERT_EQ(by_path.count(ko), 1u);
+  EXPECT_EQ(by_path[ko]->symbol, "mod_work");
+  EXPECT_EQ(by_path[ko]->build_id, Id(kIdV1));
+  EXPECT_EQ(by_path[ko]->source, BuildIdSource::kPerfHeader);
+}
+
+// Our file whose metadata says that fakemod's range held other code by the
+// end of the capture: its samples get no symbol of fakemod.
+TEST(RunReportTest, ModulesThatChangedDuringTheCaptureGetNoSymbols) {
+  constexpr uint64_t kModule = 0xffffffffc1230000;
+  TempDir dir, cache;
+  auto write = [&](const std::string& file, const std::string& meta) {
+    auto w = PerfDataWriter::Create(file, {Attr()});
+    ASSERT_TRUE(w.ok());
+    MmapRecord m;
+    m.format = MmapFormat::kMmap2BuildId;
+    m.misc = PERF_RECORD_MISC_KERNEL;
+    m.pid = kKernelPid;
+    m.start = kModule;
+    m.len = 0x4000;
+    m.build_id = Id(kIdV1);
+    m.filename = "[fakemod]";
+    m.sample_id = Sid(kKernelPid, 0);
+    ASSERT_TRUE(w->Write(EncodeMmap(m, kFormat)).ok());
+    ASSERT_TRUE(w->Write(Comm(1, "app", 1)).ok());
+    SampleRecord s;
+    s.misc = PERF_RECORD_MISC_KERNEL;
+    s.pid = s.tid = 1;
+    s.ip = kModule + 0x1008;
+    s.time = 2;
+    ASSERT_TRUE(w->Write(EncodeSample(s, {}, kFormat)).ok());
+    ASSERT_TRUE(w->Finish({}, meta).ok());
+  };
+  KernelModule fakemod;
+  fakemod.name = "fakemod";
+  fakemod.symbols = {{0x1000, 0, "mod_work"}};
+  const std::string symbols = BuildIdCache::ModuleSymbolsPath(cache.path(), "fakemod", Id(kIdV1));
+  std::filesystem::create_directories(std::filesystem::path(symbols).parent_path());
+  testing::WriteFile(symbols, FormatModuleSymbols(fakemod));
+  auto report = [&](const std::string& file) {
+    ReportOptions o;
+    o.input = file;
+    o.cache_dir = cache.path();
+    o.kernel_notes = "";
+    return RunReport(o);
+  };
+
+  write(dir.File("same.data"), fmt::format(R"({{"mode":"mmap2-build-id",
+      "kernel_modules_changed":[{{"path":"[other]","start":{}}}]}})", kModule));
+  auto same = report(dir.File("same.data"));
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  ASSERT_EQ(same->rows.size(), 1u);
+  EXPECT_EQ(same->rows[0].symbol, "mod_work");
+  EXPECT_TRUE(same->changed_kernel_modules.empty());
+
+  write(dir.File("changed.data"), fmt::format(R"({{"mode":"mmap2-build-id",
+      "kernel_modules_changed":[{{"path":"[fakemod]","start":{}}}, 7, {{"path":1}}]}})", kModule));
+  auto changed = report(dir.File("changed.data"));
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  ASSERT_EQ(changed->rows.size(), 1u);
+  EXPECT_EQ(changed->rows[0].path, "[fakemod]");
+  EXPECT_EQ(changed->rows[0].symbol, "[unknown]+0x1008");
+  EXPECT_TRUE(changed->rows[0].build_id.empty());
+  EXPECT_EQ(changed->changed_kernel_modules, std::vector<std::string>{"[fakemod]"});
+  std::ostringstream text;
+  WriteTextReport(*changed, text);
+  EXPECT_NE(text.str().find("their samples are [unknown]): [fakemod]"), std::string::npos)
+      << text.str();
 }
 
 bool CanProfile() {

@@ -101,6 +101,7 @@ build() {
 	for c in a b c; do cp "$W/prog" "$W/prog_$c"; done
 	$CC $CFLAGS -o "$W/vdso" "$HERE/e2e/vdso.c"
 	$CC $CFLAGS -pthread -o "$W/threads" "$HERE/e2e/threads.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
+	$CC $CFLAGS -o "$W/remap" "$HERE/e2e/remap.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
 }
 
 t_record_command_finds_symbols() {
@@ -469,6 +470,176 @@ print("NOTE: %d processes read in %.2f s, %d records drained meanwhile, %d lost"
 	json_check "$W/many.json" "d['capture']['startup']['records_drained'] > 0"
 }
 
+t_kernel_symbols_from_the_capture() {
+	# -a samples the kernel too.  Its samples must be on this kernel's
+	# symbols, and record keeps this boot's kallsyms in the cache where perf
+	# keeps it, so that a report after a reboot (another KASLR offset) can
+	# use it, relocated by the recorded _text.
+	# (Per-CPU symbols are at 0 on x86-64; _text is not, unless hidden.)
+	awk '$3 == "_text" { shown = $1 !~ /^0+$/ } END { exit !shown }' /proc/kallsyms ||
+		skip "kallsyms addresses are hidden here"
+	local cache=$W/kernel.cache
+	"$READER_BIN" record -q -a -F 2000 -o "$W/kernel.data" --buildid-dir "$cache" -- \
+		dd if=/dev/zero of=/dev/null bs=64k count=20000
+	"$READER_BIN" report -i "$W/kernel.data" --buildid-dir "$cache" --format json >"$W/kernel.json"
+	local id
+	id=$(python3 -c "import json,sys; print(next(r['build_id'] for r in json.load(open(sys.argv[1]))['rows'] if r['path'] == '[kernel.kallsyms]'))" "$W/kernel.json")
+	[ -n "$id" ] || fail "no kernel build-id"
+	local file="$cache/[kernel.kallsyms]/$id/kallsyms"
+	[ -f "$file" ] || fail "$file missing"
+	[ "$(stat -c %a "$file")" = 400 ] || fail "$file is mode $(stat -c %a "$file"), want 400"
+	[ -f "$cache/.build-id/${id:0:2}/${id:2}/kallsyms" ] || fail "no .build-id link to the kallsyms"
+	ls "$cache/[kernel.kallsyms]/$id" | grep -qv '^kallsyms$' && fail "a temporary file was left beside the kallsyms"
+	# The next capture keeps a whole snapshot (the same inode) and replaces
+	# one cut short in the image's text.
+	cp -r "$cache" "$W/kernel.again"
+	local again="$W/kernel.again/[kernel.kallsyms]/$id/kallsyms" inode
+	inode=$(stat -c %i "$again")
+	"$READER_BIN" record -q -a -o "$W/again.data" --buildid-dir "$W/kernel.again" -- true
+	[ "$(stat -c %i "$again")" = "$inode" ] || fail "a whole kallsyms snapshot was rewritten"
+	head -c $(($(stat -c %s "$file") / 4)) "$file" >"$again.cut"
+	chmod 400 "$again.cut"
+	mv -f "$again.cut" "$again"
+	"$READER_BIN" record -q -a -o "$W/again.data" --buildid-dir "$W/kernel.again" -- true
+	grep -q ' _etext$' "$again" && [ -z "$(tail -c 1 "$again")" ] || fail "a kallsyms cut short was kept"
+	[ "$(stat -c %a "$again")" = 400 ] || fail "the replaced kallsyms is mode $(stat -c %a "$again")"
+	# dd's kernel samples are on symbols of this kernel's text.
+	python3 - "$W/kernel.json" <<'PY' || fail "dd's kernel samples are not on this kernel's symbols"
+import json, sys
+d = json.load(open(sys.argv[1]))
+kernel = [r for r in d["rows"] if r["comm"] == "dd" and r["path"] == "[kernel.kallsyms]"]
+total = sum(r["samples"] for r in kernel)
+named = [r for r in kernel if not r["symbol"].startswith("[unknown")]
+text = set()
+for line in open("/proc/kallsyms"):
+    f = line.split()
+    if len(f) >= 3 and f[1] in "tTwW":
+        text.add(f[2])
+print("NOTE: %d kernel samples of dd, %d on named symbols; top: %s" %
+      (total, sum(r["samples"] for r in named), ", ".join(r["symbol"] for r in named[:3])))
+# How many samples dd gets depends on the machine (a busy TCG guest gives
+# few); the symbols are what is checked: most on named ones, each a text
+# symbol of this kernel.
+sys.exit(0 if total > 0 and sum(r["samples"] for r in named) * 2 > total
+         and all(r["symbol"] in text for r in named) else 1)
+PY
+	# The same capture read with a snapshot from "another boot": every
+	# address moved by 32 MiB.  Relocated by _text, the report is the same.
+	cp -r "$cache" "$W/kernel.moved"
+	python3 - "$file" "$W/kernel.moved/[kernel.kallsyms]/$id/kallsyms" <<'PY'
+import sys
+out = []
+for line in open(sys.argv[1]):
+    addr, rest = line.split(" ", 1)
+    a = int(addr, 16)
+    out.append("%016x %s" % ((a + (32 << 20)) % (1 << 64) if a else 0, rest))
+open(sys.argv[2], "w").write("".join(out))
+PY
+	"$READER_BIN" report -i "$W/kernel.data" --buildid-dir "$W/kernel.moved" --format json >"$W/kernel-moved.json"
+	python3 -c "
+import json, sys
+rows = lambda f: sorted((r['comm'], r['symbol'], r['samples']) for r in json.load(open(f))['rows'] if r['path'] == '[kernel.kallsyms]')
+sys.exit(0 if rows(sys.argv[1]) == rows(sys.argv[2]) else 1)" "$W/kernel.json" "$W/kernel-moved.json" ||
+		fail "a snapshot from another boot gives other kernel symbols"
+}
+
+t_hidden_kallsyms_gives_no_kernel_symbols() {
+	# A capture made where kallsyms shows only zeros (kptr_restrict, or a
+	# user without CAP_SYSLOG) has no _text to relate its addresses to any
+	# snapshot: its kernel samples must be unknown, even to a report that
+	# has this boot's kallsyms at hand, never on symbol 0 or a guess.  A
+	# mount namespace puts zeros over /proc/kallsyms and /proc/modules for
+	# the recorder alone; no setting of the machine changes.
+	[ "$(id -u)" = 0 ] && command -v unshare >/dev/null || skip "needs root and unshare"
+	awk '$3 == "_text" { shown = $1 !~ /^0+$/ } END { exit !shown }' /proc/kallsyms ||
+		skip "kallsyms addresses are hidden here"
+	sed 's/^[0-9a-f]*/0000000000000000/' /proc/kallsyms >"$W/zeros.kallsyms"
+	: >"$W/zeros.modules"
+	[ ! -e /proc/modules ] || sed 's/ 0x[0-9a-f]*/ 0x0000000000000000/' /proc/modules >"$W/zeros.modules"
+	local hide='mount --bind "$1" /proc/kallsyms && { [ ! -e /proc/modules ] || mount --bind "$2" /proc/modules; }'
+	unshare -m sh -c "$hide && awk '\$3 == \"_text\" { exit \$1 !~ /^0+\$/ }' /proc/kallsyms" \
+		sh "$W/zeros.kallsyms" "$W/zeros.modules" || skip "cannot bind-mount over /proc/kallsyms here"
+	# This boot's snapshot in the cache the report reads, as any capture here leaves it.
+	"$READER_BIN" record -q -a -o "$W/shown.data" --buildid-dir "$W/hidden.cache" -- true
+	unshare -m sh -c "$hide"' && shift 2 && exec "$@"' sh "$W/zeros.kallsyms" "$W/zeros.modules" \
+		"$READER_BIN" record -q -a -F 2000 -o "$W/hidden.data" --buildid-dir "$W/hidden.empty" -- \
+		dd if=/dev/zero of=/dev/null bs=64k count=20000
+	[ ! -e "$W/hidden.empty/[kernel.kallsyms]" ] || fail "a hidden kallsyms was stored"
+	"$READER_BIN" report -i "$W/hidden.data" --buildid-dir "$W/hidden.cache" --format json >"$W/hidden.json"
+	python3 - "$W/hidden.json" <<'PY' || fail "kernel samples of a capture with hidden kallsyms got symbols"
+import json, sys
+d = json.load(open(sys.argv[1]))
+kernel = [r for r in d["rows"] if r["comm"] == "dd" and r["path"] == "[kernel.kallsyms]"]
+total = sum(r["samples"] for r in kernel)
+named = [r for r in kernel if not r["symbol"].startswith("[unknown")]
+print("NOTE: %d kernel samples of dd, %d on a symbol%s" %
+      (total, sum(r["samples"] for r in named), "".join(" " + r["symbol"] for r in named[:3])))
+sys.exit(0 if total > 0 and not named and
+         not any(m["pid"] == -1 for m in d["capture"]["mappings"]) else 1)
+PY
+}
+
+# wait_line FILE WORD: until FILE has a line WORD (bounded: 60 s).
+wait_line() {
+	local i
+	for ((i = 0; i < 1200; i++)); do
+		grep -qx "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	echo "no '$2' in $1 within 60 s"
+	return 1
+}
+
+t_startup_remap_before_the_read() {
+	# -p reads each target's /proc/PID/maps after enabling the events.  A
+	# target that maps another version of its library over the one it runs
+	# before its turn comes: its samples from before the remap ran v1, which
+	# nothing describes, and must not be put on v2, which the read shows.
+	# Deterministic: the reader's open of the first target's file (while it
+	# reads that one) is held by a fanotify permission event until the
+	# second target has remapped (tests/e2e/remap.c, e2e/hold_open.py).
+	cp "$W/v1.so" "$W/lib/libe2e.so"
+	cp "$(command -v sleep)" "$W/marker"
+	"$W/marker" 600 & local marker=$!
+	"$W/remap" "$W/v2.so" 300 >"$W/remap.out" & local p=$!
+	wait_line "$W/remap.out" ready || { kill $marker $p; fail "remap did not start"; }
+	python3 "$HERE/e2e/hold_open.py" "$W/marker" "$READER_BIN" $p "$W/remap.out" >"$W/hold.out" 2>&1 &
+	local holder=$! rc=0 i
+	for ((i = 0; i < 1200; i++)); do
+		grep -q armed "$W/hold.out" || ! kill -0 $holder 2>/dev/null && break
+		sleep 0.05
+	done
+	if ! grep -q armed "$W/hold.out"; then
+		kill $marker $p 2>/dev/null
+		wait $holder || rc=$?
+		[ $rc -eq 77 ] && skip "$(cat "$W/hold.out")"
+		fail "hold_open.py: $(cat "$W/hold.out")"
+	fi
+	"$READER_BIN" record -q -F 2000 -p $marker,$p -o "$W/remap.data" --no-buildid-cache & local rp=$!
+	wait $p || rc=$?
+	kill $marker
+	wait $rp || rc=$?
+	wait $holder || { cat "$W/hold.out"; fail "the reader's open was not held (hold_open.py failed)"; }
+	[ $rc -eq 0 ] || fail "remap or record failed ($rc)"
+	grep -q released "$W/hold.out" || fail "hold_open.py released nothing"
+	"$READER_BIN" report -i "$W/remap.data" --format json >"$W/remap.json"
+	python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [r for r in d['rows'] if r['comm'] == 'remap']
+v2 = sum(r['samples'] for r in rows if r['build_id'] == '$ID2')
+unknown = sum(r['samples'] for r in rows if r['path'] == '[unknown]')
+print('NOTE: remap: %d samples on v2, %d on no mapping (before the remap); startup: %s' % (v2, unknown, d['capture']['startup']))" "$W/remap.json"
+	# 300 ms of CPU in each version: about 600 samples each at 2 kHz here,
+	# a few dozen in a busy TCG guest.  With 20 or more, the chance that none
+	# fell before the remap is below 1e-6; with fewer it cannot be told.
+	json_check "$W/remap.json" "sum(r['samples'] for r in rows if r['comm'] == 'remap') >= 20" >/dev/null ||
+		skip "too few samples of the remapping process to tell (a busy machine)"
+	json_check "$W/remap.json" "sum(r['samples'] for r in rows if r['comm'] == 'remap' and r['path'] == '[unknown]') > 0"
+	json_check "$W/remap.json" "sum(r['samples'] for r in rows if r['comm'] == 'remap' and r['build_id'] == '$ID2' and r['symbol'] == 'e2e_v2_hot') > 0"
+	json_check "$W/remap.json" "not any(wrong_symbol(r, 2) for r in rows if r['comm'] == 'remap' and r['build_id'] == '$ID2')"
+}
+
 t_ctrl_c_drains_and_writes() {
 	start_recorder sigint -q -a -F 1000 -o "$W/sigint.data" --no-buildid-cache
 	"$W/prog" 300
@@ -633,7 +804,9 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_perf_reads_our_file t_we_read_perf_files t_perf_system_wide_file_of_a_replaced_library
        t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
-       t_pid_whose_main_thread_exited t_vdso_is_symbolized t_startup_with_many_processes_drains_meanwhile
+       t_pid_whose_main_thread_exited t_vdso_is_symbolized t_kernel_symbols_from_the_capture
+       t_hidden_kallsyms_gives_no_kernel_symbols
+       t_startup_with_many_processes_drains_meanwhile t_startup_remap_before_the_read
        t_ctrl_c_drains_and_writes t_control_stop_ends_the_capture t_command_exit_status_is_passed_on t_errors_are_clear
        t_buildid_cache_is_safe_and_bounded t_permission_error_names_paranoid)
 if [ -n "${E2E_ONLY:-}" ]; then

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 namespace mmap3::testing {
 
 TempDir::TempDir() {
@@ -76,6 +78,34 @@ bool BuildSharedLibrary(const std::string& output, const std::string& functions,
 }
 
 BuildId Id(const char* hex) { return *BuildId::FromHex(hex); }
+
+std::string BuildIdNotes(const BuildId& id) {
+  std::string notes;
+  auto put32 = [&](uint32_t v) { notes.append(reinterpret_cast<const char*>(&v), 4); };
+  put32(4);
+  put32(static_cast<uint32_t>(id.size()));
+  put32(3);  // NT_GNU_BUILD_ID
+  notes.append("GNU\0", 4);
+  notes.append(reinterpret_cast<const char*>(id.data()), id.size());
+  notes.append((4 - id.size() % 4) % 4, '\0');
+  return notes;
+}
+
+std::string FakeKallsyms(uint64_t text, uint64_t module) {
+  return fmt::format(
+      "{0:016x} T _stext\n"
+      "{0:016x} T _text\n"
+      "{1:016x} T do_work\n"
+      "{2:016x} t helper\n"
+      "{3:016x} T schedule\n"
+      "{4:016x} T _etext\n"
+      "{5:016x} D some_data\n"
+      "{6:016x} t mod_init\t[fakemod]\n"
+      "{7:016x} t mod_work\t[fakemod]\n"
+      "{8:016x} d mod_data\t[fakemod]\n",
+      text, text + 0x100, text + 0x200, text + kScheduleOffset, text + 0x2000, text + 0x3000,
+      module, module + 0x1000, module + 0x3000);
+}
 
 }  // namespace mmap3::testing
 

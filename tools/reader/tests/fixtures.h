@@ -3,6 +3,7 @@
 #ifndef MMAP3_READER_TESTS_FIXTURES_H_
 #define MMAP3_READER_TESTS_FIXTURES_H_
 
+#include <cstdint>
 #include <string>
 
 #include "build_id.h"
@@ -40,6 +41,17 @@ inline const char* kIdV1 = "1111111111111111111111111111111111111111";
 inline const char* kIdV2 = "2222222222222222222222222222222222222222";
 inline const char* kIdV3 = "3333333333333333333333333333333333333333";
 BuildId Id(const char* hex);
+
+// A notes file as /sys/kernel/notes and /sys/module/*/notes/.note.gnu.build-id
+// expose it: one GNU build-id note.
+std::string BuildIdNotes(const BuildId& id);
+
+// The same kernel image in kallsyms form as loaded at `text` (its _text; the
+// KASLR base), with one module "fakemod" loaded at `module`.  Offsets from
+// _text: do_work 0x100, helper 0x200, schedule 0x1000, _etext 0x2000; from
+// the module: mod_init 0, mod_work 0x1000.
+std::string FakeKallsyms(uint64_t text, uint64_t module);
+inline constexpr uint64_t kScheduleOffset = 0x1000;
 
 }  // namespace mmap3::testing
 

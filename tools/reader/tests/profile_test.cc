@@ -329,6 +329,139 @@ TEST(ProfileTest, KernelSamplesGoToTheKernelObject) {
   EXPECT_EQ(m.rows[0].source, BuildIdSource::kKernelNotes);
 }
 
+// Kernel image and module records as record synthesizes them (and perf).
+std::vector<uint8_t> KernelMmap(const std::string& name, uint64_t start, uint64_t len,
+                                uint64_t pgoff, const char* id) {
+  MmapRecord m;
+  m.format = id ? MmapFormat::kMmap2BuildId : MmapFormat::kMmap;
+  m.misc = PERF_RECORD_MISC_KERNEL;
+  m.pid = kKernelPid;
+  m.tid = 0;
+  m.start = start;
+  m.len = len;
+  m.pgoff = pgoff;
+  if (id) m.build_id = Id(id);
+  m.filename = name;
+  m.sample_id = Sid(kKernelPid, 0);
+  return EncodeMmap(m, kFormat);
+}
+
+class KernelAttributionTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kBootA = 0xffffffff81000000;  // the running kernel's offset
+  static constexpr uint64_t kBootB = 0xffffffff9a200000;  // the capture's
+  static constexpr uint64_t kModuleB = 0xffffffffc1230000;
+
+  void SetUp() override {
+    search_.debug_dir = "";
+    search_.kernel_notes = dir_.File("notes");
+    search_.kallsyms = dir_.File("kallsyms");
+    search_.modules_dir = "";
+    testing::WriteFile(search_.kernel_notes, testing::BuildIdNotes(Id(kIdV3)));
+    testing::WriteFile(search_.kallsyms, testing::FakeKallsyms(kBootA, 0xffffffffc0000000));
+  }
+  // A capture made in boot B: the image record, fakemod (build-id v1) at
+  // kModuleB, and kernel samples in schedule, in the module and elsewhere.
+  ReportModel Capture(const std::vector<KernelModuleMapping>& changed = {}) {
+    ProfileOptions o;
+    o.kernel_build_id = Id(kIdV3);
+    Profile p(o);
+    p.SetFormat(kFormat);
+    p.Process(KernelMmap("[kernel.kallsyms]_text", kBootB, 0x2000, kBootB, nullptr));
+    p.Process(KernelMmap("[fakemod]", kModuleB, 0x3000, 0, kIdV1));
+    p.Process(Comm(5, "app", 1));
+    uint64_t t = 2;
+    for (int i = 0; i < 3; ++i)
+      p.Process(Sample(5, kBootB + testing::kScheduleOffset + 0x10, t++, {}, /*kernel=*/true));
+    for (int i = 0; i < 2; ++i) p.Process(Sample(5, kModuleB + 0x1010, t++, {}, true));
+    p.Process(Sample(5, 0xffffffffc9000000, t++, {}, true));  // BPF, or a later module
+    p.SetChangedKernelModules(changed);
+    return ReportWith(p, search_);
+  }
+  void CacheModuleSymbols() {
+    KernelModule fakemod;
+    fakemod.name = "fakemod";
+    fakemod.symbols = {{0, 0, "mod_init"}, {0x1000, 0, "mod_work"}};
+    const std::string mod = BuildIdCache::ModuleSymbolsPath(cache_.path(), "fakemod", Id(kIdV1));
+    std::filesystem::create_directories(std::filesystem::path(mod).parent_path());
+    testing::WriteFile(mod, FormatModuleSymbols(fakemod));
+  }
+  static const ReportRow* Row(const ReportModel& m, const std::string& path, uint64_t samples) {
+    for (const ReportRow& r : m.rows)
+      if (r.path == path && r.samples == samples) return &r;
+    return nullptr;
+  }
+
+  TempDir dir_, cache_;
+  SymbolSearch search_;
+};
+
+TEST_F(KernelAttributionTest, AfterARebootNoSampleLandsOnAnotherSymbol) {
+  // Only the running kernel: right build-id, other KASLR offset.  Read
+  // unrelocated, the schedule sample would land on _etext.
+  ReportModel m = Capture();
+  for (const ReportRow& r : m.rows) {
+    EXPECT_EQ(r.symbol.rfind("[unknown", 0), 0u) << r.path << " " << r.symbol;
+  }
+}
+
+TEST_F(KernelAttributionTest, TheCapturesSnapshotPutsScheduleOnSchedule) {
+  // What record keeps: kallsyms by kernel build-id (here from yet another
+  // boot, A) and the module's symbols by its build-id.
+  search_.cache_dir = cache_.path();
+  const std::string kallsyms = BuildIdCache::KallsymsPath(cache_.path(), Id(kIdV3));
+  std::filesystem::create_directories(std::filesystem::path(kallsyms).parent_path());
+  testing::WriteFile(kallsyms, testing::FakeKallsyms(kBootA, 0xffffffffc0000000));
+  CacheModuleSymbols();
+
+  ReportModel m = Capture();
+  ASSERT_EQ(m.rows.size(), 3u);
+  const ReportRow* image = Row(m, "[kernel.kallsyms]", 3);
+  ASSERT_NE(image, nullptr);
+  EXPECT_EQ(image->symbol, "schedule");
+  EXPECT_EQ(image->build_id, Id(kIdV3));
+  // The module is an object of its own, with its own build-id.
+  const ReportRow* module = Row(m, "[fakemod]", 2);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(module->symbol, "mod_work");
+  EXPECT_EQ(module->build_id, Id(kIdV1));
+  EXPECT_EQ(module->source, BuildIdSource::kKernelNotes);
+  // Neither the image nor a module: the kernel, without a symbol.
+  const ReportRow* other = Row(m, "[kernel.kallsyms]", 1);
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(other->symbol, "[no symbol 333333333333]+0xffffffffc9000000");
+  // The kernel's mappings are listed, under pid -1.
+  ASSERT_EQ(m.mappings.size(), 2u);
+  EXPECT_EQ(m.mappings[1].pid, -1);
+  EXPECT_EQ(m.mappings[1].path, "[fakemod]");
+  EXPECT_EQ(m.mappings[1].build_id, Id(kIdV1));
+}
+
+// The kernel reports no module loads: when record finds other code in a
+// module's range at the end (a module loaded where it was, another build of
+// it, BPF), samples there may not be the module's, and get no symbol of it.
+TEST_F(KernelAttributionTest, AModuleWithOtherCodeInItsPlaceGetsNoSymbols) {
+  search_.cache_dir = cache_.path();
+  CacheModuleSymbols();
+  ASSERT_EQ(Row(Capture(), "[fakemod]", 2)->symbol, "mod_work");
+
+  // Another module's listing at the same address, and a module that was
+  // not recorded: only the module recorded there is affected.
+  ReportModel m = Capture({{"[fakemod]", kModuleB}, {"[fakemod]", kModuleB + 0x1000},
+                           {"[other]", kModuleB}});
+  const ReportRow* module = Row(m, "[fakemod]", 2);
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(module->symbol, "[unknown]+0x1010");
+  EXPECT_EQ(module->symbol_status, SymbolStatus::kNoBuildId);
+  EXPECT_TRUE(module->build_id.empty());
+  EXPECT_EQ(m.changed_kernel_modules, std::vector<std::string>{"[fakemod]"});
+  ASSERT_EQ(m.mappings.size(), 2u);
+  EXPECT_TRUE(m.mappings[1].build_id.empty());
+  EXPECT_EQ(m.mappings[1].source, BuildIdSource::kNone);
+  // The image is not a module.
+  EXPECT_EQ(Row(m, "[kernel.kallsyms]", 3)->build_id, Id(kIdV3));
+}
+
 TEST(ProfileTest, FoldedStacksRunFromOutermostToLeaf) {
   ProfileOptions o;
   o.callchains = true;

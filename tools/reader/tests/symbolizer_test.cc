@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -19,6 +20,7 @@ namespace {
 using testing::Id;
 using testing::kIdV1;
 using testing::kIdV2;
+using testing::kIdV3;
 using testing::TempDir;
 
 MappedObject Object(const std::string& path, const char* id_hex) {
@@ -213,41 +215,218 @@ TEST_F(SymbolizerTest, LoadsEachDsoOnce) {
   EXPECT_EQ(store.size(), 1u);
 }
 
-TEST(KernelSymbolsTest, UsedOnlyForTheMatchingKernel) {
-  TempDir dir;
-  // A notes file as /sys/kernel/notes exposes it: one GNU build-id note.
-  std::string notes;
-  auto put32 = [&](uint32_t v) { notes.append(reinterpret_cast<const char*>(&v), 4); };
-  put32(4);
-  put32(20);
-  put32(3);
-  notes.append("GNU\0", 4);
-  BuildId kid = Id(kIdV2);
-  notes.append(reinterpret_cast<const char*>(kid.data()), 20);
-  testing::WriteFile(dir.File("notes"), notes);
-  testing::WriteFile(dir.File("kallsyms"),
-                     "ffffffff81000000 T _text\n"
-                     "ffffffff81000100 T do_work\n"
-                     "ffffffff81000200 t helper\n"
-                     "ffffffff81000300 D some_data\n");
-  EXPECT_EQ(ReadKernelBuildId(dir.File("notes")), kid);
-  SymbolSearch search;
-  search.kernel_notes = dir.File("notes");
-  search.kallsyms = dir.File("kallsyms");
-  DsoStore store(search);
-  Symbolizer sym(store);
-  MappedObject k;
-  k.kernel = true;
-  k.path = "[kernel.kallsyms]";
-  k.build_id = kid;
-  EXPECT_EQ(sym.Symbolize(k, 0xffffffff81000150), "do_work");
-  EXPECT_EQ(sym.Symbolize(k, 0xffffffff81000210), "helper");
-  MappedObject other = k;
-  other.build_id = Id(kIdV1);  // captured on another kernel
-  EXPECT_EQ(sym.Symbolize(other, 0xffffffff81000150), "[unknown 111111111111]+0xffffffff81000150");
+// Kernel symbols come from kallsyms snapshots, each of one boot.  The
+// fixture has a running kernel (notes, kallsyms, modules under dir_) and a
+// build-id cache; tests put a snapshot in one or the other.
+class KernelSymbolsTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kBootA = 0xffffffff81000000;  // one KASLR offset
+  static constexpr uint64_t kBootB = 0xffffffff9a200000;  // another boot's
+  static constexpr uint64_t kModuleA = 0xffffffffc0000000;
+
+  void SetUp() override {
+    search_.debug_dir = "";
+    search_.cache_dir = cache_.path();
+    search_.kernel_notes = dir_.File("notes");
+    search_.kallsyms = dir_.File("kallsyms");
+    search_.modules_dir = dir_.File("module");
+    search_.proc_modules = dir_.File("modules");
+  }
+  // The running kernel: build-id `id`, loaded at `text`.
+  void Running(const char* id, uint64_t text) {
+    testing::WriteFile(search_.kernel_notes, testing::BuildIdNotes(Id(id)));
+    testing::WriteFile(search_.kallsyms, testing::FakeKallsyms(text, kModuleA));
+    testing::WriteFile(search_.proc_modules, fmt::format("fakemod 16384 0 - Live {:#x}\n", kModuleA));
+  }
+  void RunningModule(const char* id) {
+    std::filesystem::create_directories(dir_.File("module/fakemod/notes"));
+    testing::WriteFile(dir_.File("module/fakemod/notes/.note.gnu.build-id"),
+                       testing::BuildIdNotes(Id(id)));
+  }
+  // A snapshot taken in a boot at `text`, stored with the kernel's build-id.
+  void Cached(const char* id, uint64_t text) {
+    const std::string file = BuildIdCache::KallsymsPath(cache_.path(), Id(id));
+    std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+    testing::WriteFile(file, testing::FakeKallsyms(text, kModuleA));
+  }
+  // The image as a capture made at `text` knows it.
+  static MappedObject Image(const char* id, uint64_t text) {
+    MappedObject k;
+    k.kernel = true;
+    k.path = "[kernel.kallsyms]";
+    k.build_id = Id(id);
+    k.reloc_symbol = "_text";
+    k.reloc_address = text;
+    return k;
+  }
+  std::string At(const MappedObject& k, uint64_t addr) {
+    DsoStore store(search_);
+    Symbolizer sym(store);
+    return sym.Symbolize(k, addr);
+  }
+
+  TempDir dir_, cache_;
+  SymbolSearch search_;
+};
+
+TEST_F(KernelSymbolsTest, UsedOnlyForTheMatchingKernel) {
+  Running(kIdV2, kBootA);
+  EXPECT_EQ(ReadKernelBuildId(search_.kernel_notes), Id(kIdV2));
+  MappedObject k = Image(kIdV2, kBootA);
+  EXPECT_EQ(At(k, kBootA + 0x150), "do_work");
+  EXPECT_EQ(At(k, kBootA + 0x210), "helper");
+  MappedObject other = Image(kIdV1, kBootA);  // captured on another kernel
+  EXPECT_EQ(At(other, kBootA + 0x150), fmt::format("[unknown 111111111111]+{:#x}", kBootA + 0x150));
 }
 
-TEST(KernelSymbolsTest, HiddenAddressesGiveNoTable) {
+// The reviewer's case: a capture reported after a reboot that moved the
+// kernel.  The live kallsyms has the right build-id but another offset: read
+// as it is, the capture's schedule address falls past the end of the text
+// and lands on _etext.
+TEST_F(KernelSymbolsTest, AfterARebootTheCapturesSnapshotIsRelocated) {
+  Running(kIdV2, kBootA);
+  Cached(kIdV2, kBootB);  // what record stored, in the capture's boot
+  const MappedObject k = Image(kIdV2, kBootB);
+  EXPECT_EQ(At(k, kBootB + testing::kScheduleOffset + 0x10), "schedule");
+  EXPECT_EQ(At(k, kBootB + 0x150), "do_work");
+  // The snapshot may come from any boot of this kernel: relocated by _text.
+  Cached(kIdV2, kBootA);
+  EXPECT_EQ(At(k, kBootB + testing::kScheduleOffset + 0x10), "schedule");
+  EXPECT_EQ(At(Image(kIdV2, 0xffffffff8c000000), 0xffffffff8c000000 + 0x210), "helper");
+}
+
+TEST_F(KernelSymbolsTest, LiveKallsymsOnlyWhenRelocatedTheSameWay) {
+  Running(kIdV2, kBootA);
+  // No snapshot kept: the running kernel has the build-id but not the
+  // capture's offset.  Nothing, rather than _etext.
+  const uint64_t schedule_b = kBootB + testing::kScheduleOffset + 0x10;
+  EXPECT_EQ(At(Image(kIdV2, kBootB), schedule_b),
+            fmt::format("[unknown 222222222222]+{:#x}", schedule_b));
+  // Same boot: the live one is the capture's.
+  EXPECT_EQ(At(Image(kIdV2, kBootA), kBootA + testing::kScheduleOffset + 0x10), "schedule");
+  // A capture without the _text record cannot be related to any snapshot.
+  MappedObject unrelocated = Image(kIdV2, kBootA);
+  unrelocated.reloc_symbol.clear();
+  unrelocated.reloc_address = 0;
+  EXPECT_EQ(At(unrelocated, kBootA + 0x150).rfind("[unknown 222222222222]", 0), 0u);
+}
+
+TEST_F(KernelSymbolsTest, OutsideTheImagesTextThereIsNoImageSymbol) {
+  Cached(kIdV2, kBootA);
+  const MappedObject k = Image(kIdV2, kBootA);
+  // Past _etext (module space, BPF, trampolines) and below _text: the last
+  // or first image symbol would be a lie.
+  EXPECT_EQ(At(k, kBootA + 0x2010).rfind("[no symbol 222222222222]", 0), 0u);
+  EXPECT_EQ(At(k, kModuleA + 0x1010).rfind("[no symbol 222222222222]", 0), 0u);
+  EXPECT_EQ(At(k, kBootA - 0x10).rfind("[no symbol 222222222222]", 0), 0u);
+}
+
+TEST_F(KernelSymbolsTest, HiddenSnapshotFallsBackToTheSameBootsLiveOne) {
+  Running(kIdV2, kBootA);
+  const std::string file = BuildIdCache::KallsymsPath(cache_.path(), Id(kIdV2));
+  std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+  testing::WriteFile(file, testing::FakeKallsyms(0, 0));  // kptr_restrict zeros
+  EXPECT_EQ(At(Image(kIdV2, kBootA), kBootA + 0x150), "do_work");
+}
+
+// A copy cut short in the image's text (a full disk, a crash of whatever
+// wrote it) lacks the symbols after the cut: every later address would land
+// on the last one left.
+TEST_F(KernelSymbolsTest, ASnapshotCutShortIsNotUsed) {
+  Cached(kIdV2, kBootA);
+  const std::string file = BuildIdCache::KallsymsPath(cache_.path(), Id(kIdV2));
+  const std::string whole = testing::FakeKallsyms(kBootA, kModuleA);
+  const MappedObject k = Image(kIdV2, kBootA);
+  const uint64_t schedule = kBootA + testing::kScheduleOffset + 0x10;
+  ASSERT_EQ(At(k, schedule), "schedule");
+  // Cut at the end of the line before schedule's, and inside schedule's.
+  const size_t line = whole.rfind('\n', whole.find(" T schedule\n")) + 1;
+  for (size_t cut : {line, line + 10}) {
+    testing::WriteFile(file, whole.substr(0, cut));
+    EXPECT_EQ(At(k, schedule), fmt::format("[unknown 222222222222]+{:#x}", schedule)) << cut;
+  }
+}
+
+// Unlike an ELF image, a snapshot has no build-id to check it by: it is
+// used only if no one but us or root could have put it there.
+TEST_F(KernelSymbolsTest, ASnapshotOthersCouldWriteIsNotUsed) {
+  const MappedObject k = Image(kIdV2, kBootA);
+  const uint64_t schedule = kBootA + testing::kScheduleOffset + 0x10;
+  const std::string unknown = fmt::format("[unknown 222222222222]+{:#x}", schedule);
+  Cached(kIdV2, kBootA);
+  const std::string file = BuildIdCache::KallsymsPath(cache_.path(), Id(kIdV2));
+  ASSERT_EQ(At(k, schedule), "schedule");
+  ASSERT_EQ(chmod(file.c_str(), 0664), 0);
+  EXPECT_EQ(At(k, schedule), unknown);
+  // A symlink to a whole snapshot, in place of the file or of its directory.
+  const std::string elsewhere = dir_.File("elsewhere");
+  std::filesystem::create_directories(elsewhere);
+  testing::WriteFile(elsewhere + "/kallsyms", testing::FakeKallsyms(kBootA, kModuleA));
+  std::filesystem::remove(file);
+  std::filesystem::create_symlink(elsewhere + "/kallsyms", file);
+  EXPECT_EQ(At(k, schedule), unknown);
+  const std::string entry = std::filesystem::path(file).parent_path();
+  std::filesystem::remove_all(entry);
+  std::filesystem::create_directory_symlink(elsewhere, entry);
+  EXPECT_EQ(At(k, schedule), unknown);
+  // A FIFO is not read (it would block the report).
+  std::filesystem::remove(entry);
+  std::filesystem::create_directories(entry);
+  ASSERT_EQ(mkfifo(file.c_str(), 0600), 0);
+  EXPECT_EQ(At(k, schedule), unknown);
+}
+
+// A capture made where kallsyms was hidden (kptr_restrict) that still has a
+// _text record, at address 0: nothing relates it to a snapshot.
+TEST_F(KernelSymbolsTest, AHiddenReferenceGivesNoSymbols) {
+  Cached(kIdV2, kBootA);
+  const uint64_t schedule = kBootA + testing::kScheduleOffset + 0x10;
+  EXPECT_EQ(At(Image(kIdV2, 0), schedule), fmt::format("[unknown 222222222222]+{:#x}", schedule));
+}
+
+MappedObject Module(const char* id) {
+  MappedObject m;
+  m.kernel = m.kernel_module = true;
+  m.path = "[fakemod]";
+  m.build_id = Id(id);
+  return m;
+}
+
+TEST_F(KernelSymbolsTest, ModuleSymbolsAreRelativeToTheLoadAddress) {
+  // Stored by record in a boot that loaded it elsewhere: offsets hold.
+  KernelModule stored;
+  stored.name = "fakemod";
+  stored.symbols = {{0, 0, "mod_init"}, {0x1000, 0, "mod_work"}};
+  const std::string file = BuildIdCache::ModuleSymbolsPath(cache_.path(), "fakemod", Id(kIdV1));
+  std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+  testing::WriteFile(file, FormatModuleSymbols(stored));
+  EXPECT_EQ(At(Module(kIdV1), 0x1010), "mod_work");
+  EXPECT_EQ(At(Module(kIdV1), 0x10), "mod_init");
+  // Another build of the module has other code: nothing stored for it.
+  EXPECT_EQ(At(Module(kIdV2), 0x1010), "[unknown 222222222222]+0x1010");
+}
+
+TEST_F(KernelSymbolsTest, ModuleSymbolsCutShortAreNotUsed) {
+  KernelModule stored;
+  stored.name = "fakemod";
+  stored.symbols = {{0, 0, "mod_init"}, {0x1000, 0, "mod_work"}};
+  const std::string file = BuildIdCache::ModuleSymbolsPath(cache_.path(), "fakemod", Id(kIdV1));
+  std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+  const std::string whole = FormatModuleSymbols(stored);
+  // The last line lost its end: 0x1010 would be in mod_init.
+  testing::WriteFile(file, whole.substr(0, whole.size() - 8));
+  EXPECT_EQ(At(Module(kIdV1), 0x1010), "[unknown 111111111111]+0x1010");
+}
+
+TEST_F(KernelSymbolsTest, LiveModuleSymbolsOnlyForTheSameBuild) {
+  search_.cache_dir = "";
+  Running(kIdV3, kBootA);
+  RunningModule(kIdV1);
+  EXPECT_EQ(At(Module(kIdV1), 0x1010), "mod_work");
+  EXPECT_EQ(At(Module(kIdV2), 0x1010), "[unknown 222222222222]+0x1010");
+}
+
+TEST(ReadKallsymsTest, HiddenAddressesGiveNoTable) {
   TempDir dir;
   testing::WriteFile(dir.File("kallsyms"), "0000000000000000 T _text\n0000000000000000 T x\n");
   EXPECT_TRUE(ReadKallsyms(dir.File("kallsyms")).empty());
