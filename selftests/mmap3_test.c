@@ -1802,19 +1802,10 @@ TEST_F(mmap3, unprivileged_profiling_matches_mmap2)
 /* State letter of a thread, from /proc/PID/task/TID/stat; '?' if gone */
 static char thread_state(pid_t pid, pid_t tid)
 {
-	char path[64], buf[512], *c;
-	int fd, n;
+	char name[32], buf[512], *c;
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return '?';
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return '?';
-	buf[n] = '\0';
-	c = strrchr(buf, ')');
+	snprintf(name, sizeof(name), "task/%d/stat", tid);
+	c = strrchr(proc_line(pid, name, buf, sizeof(buf)), ')');
 	return c && c[1] && c[2] ? c[2] : '?';
 }
 
