@@ -3,7 +3,7 @@
  * fuse_backing: a read-only FUSE view of the regular files of one directory,
  * for the PERF_RECORD_MMAP3 selftests.
  *
- *   fuse_backing [--log] [--hang NAME] BACKING_DIR MOUNTPOINT
+ *   fuse_backing [--log] [--sync-read] [--hang NAME] BACKING_DIR MOUNTPOINT
  *
  * The kernel caches nothing it could not revalidate: entries and attributes
  * expire at once and every open drops the file's page cache (no keep_cache),
@@ -17,6 +17,10 @@
  * answers it only when the kernel interrupts it (the reading task got a
  * signal: EINTR) or when the daemon stops (EIO), like a hard NFS mount of a
  * server that went away: the read waits until the reader is killed.
+ *
+ * With --sync-read the daemon does not take FUSE_CAP_ASYNC_READ: the kernel
+ * then waits for each read inside ->readahead(), as it does in
+ * ->read_folio().
  *
  * Standard output has one line per event, for a test to wait on, written
  * before the request is answered:
@@ -53,6 +57,7 @@
 static int backing_fd = -1;
 static const char *hang_name;
 static bool log_requests;
+static bool sync_read;		/* --sync-read: no FUSE_CAP_ASYNC_READ */
 
 /* Node ids are stable for the daemon's life: ROOT_INO + 1 + index */
 static char *node_name[MAX_NODES];
@@ -251,6 +256,9 @@ static void bk_init(void *userdata, struct fuse_conn_info *conn)
 {
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	/* Reads then wait for the daemon inside ->readahead() too */
+	if (sync_read)
+		conn->want &= ~FUSE_CAP_ASYNC_READ;
 }
 
 static const struct fuse_lowlevel_ops ops = {
@@ -264,7 +272,7 @@ static const struct fuse_lowlevel_ops ops = {
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: fuse_backing [--log] [--hang NAME] BACKING_DIR MOUNTPOINT\n");
+	fprintf(stderr, "usage: fuse_backing [--log] [--sync-read] [--hang NAME] BACKING_DIR MOUNTPOINT\n");
 	return 1;
 }
 
@@ -280,6 +288,8 @@ int main(int argc, char **argv)
 	for (; argi < argc && argv[argi][0] == '-'; argi++) {
 		if (!strcmp(argv[argi], "--log"))
 			log_requests = true;
+		else if (!strcmp(argv[argi], "--sync-read"))
+			sync_read = true;
 		else if (!strcmp(argv[argi], "--hang") && argi + 1 < argc)
 			hang_name = argv[++argi];
 		else

@@ -424,35 +424,57 @@ TEST_F(mmap3, dlopen_of_dso_reports_build_id)
 	dlclose(h);
 }
 
+/*
+ * How many pages of @path are in the page cache, after asking the kernel to
+ * drop them if @evict; -1 if that cannot be told.  The look is a PROT_READ
+ * mapping, which no event of the tests reads a build ID for (no mmap_data).
+ */
+static int cached_pages(const char *path, bool evict)
+{
+	unsigned char vec[64];
+	size_t i, pages;
+	struct stat st;
+	int fd, n = -1;
+	void *p;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !st.st_size)
+		goto out;
+	pages = (st.st_size + 4095) / 4096;
+	if (pages > sizeof(vec))
+		goto out;
+	if (evict && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED))
+		goto out;
+	p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		goto out;
+	if (!mincore(p, st.st_size, vec))
+		for (n = 0, i = 0; i < pages; i++)
+			n += vec[i] & 1;
+	munmap(p, st.st_size);
+out:
+	close(fd);
+	return n;
+}
+
 TEST_F(mmap3, cold_page_cache_reports_build_id)
 {
 	const struct perf_mmap3_record *m;
 	struct mmap3_event stock;
 	struct rec_list stock_recs = { 0 };
-	unsigned char vec[16];
 	char path[PATH_MAX];
-	size_t i, pages;
-	struct stat st;
-	void *p;
-	int fd;
+	size_t i;
+	int n;
 
 	REQUIRE_MMAP3();
 	/* Built on the host and shared read-only over 9p: not in tmpfs */
 	snprintf(path, sizeof(path), "%s/fixtures/cold.elf", exe_dir());
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	ASSERT_GE(fd, 0) TH_LOG("%s: %s", path, strerror(errno));
-	ASSERT_EQ(0, fstat(fd, &st));
-	pages = (st.st_size + 4095) / 4096;
-	ASSERT_LE(pages, sizeof(vec));
-	ASSERT_EQ(0, posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED));
-	p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	ASSERT_NE(MAP_FAILED, p);
-	ASSERT_EQ(0, mincore(p, st.st_size, vec));
-	munmap(p, st.st_size);
-	close(fd);
-	for (i = 0; i < pages; i++)
-		if (vec[i] & 1)
-			SKIP(return, "page %zu of %s stays cached", i, path);
+	n = cached_pages(path, true);
+	ASSERT_LE(0, n) TH_LOG("%s: cannot tell which of its pages are cached", path);
+	if (n)
+		SKIP(return, "%d pages of %s stay cached", n, path);
 
 	/* For contrast: stock MMAP2 + build_id on the same mapping */
 	ASSERT_EQ(0, mmap3_open(&stock, 0, -1, EV_MMAP | EV_MMAP2 | EV_BUILD_ID,
@@ -887,8 +909,9 @@ TEST_F(mmap3, overlayfs_mapping_reports_build_id)
  * Returns false if the test was skipped (no FUSE in this kernel).
  */
 static bool start_fuse(struct __test_metadata *_metadata,
-		       FIXTURE_DATA(mmap3) *self, const char *hang, bool log,
-		       char backing[PATH_MAX], char mnt[PATH_MAX])
+		       FIXTURE_DATA(mmap3) *self, const char *hang,
+		       unsigned int flags, char backing[PATH_MAX],
+		       char mnt[PATH_MAX])
 {
 	char daemon[PATH_MAX];
 	const char *problem;
@@ -902,7 +925,7 @@ static bool start_fuse(struct __test_metadata *_metadata,
 	if (mkdir(backing, 0755) || mkdir(mnt, 0755)) {
 		ASSERT_TRUE(false) TH_LOG("mkdir: %s", strerror(errno));
 	}
-	problem = fuse_backing_start(&self->fuse, daemon, backing, mnt, hang, log,
+	problem = fuse_backing_start(&self->fuse, daemon, backing, mnt, hang, flags,
 				     60 * 1000);
 	ASSERT_EQ(NULL, problem) TH_LOG("%s", problem);
 	return true;
@@ -934,6 +957,35 @@ out:
 }
 
 /*
+ * Map @path the way the dynamic loader maps a library, read() of its first
+ * page then mmap() of the same open file, and return the MMAP3 record.  On
+ * FUSE, whose files are read for their build ID from the page cache only,
+ * and where an open drops that cache, the read() is what brings the note in.
+ */
+static const struct perf_mmap3_record *
+read_map_and_record(struct mmap3_event *ev, struct rec_list *list,
+		    const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char buf[4096];
+	void *p;
+
+	if (fd < 0)
+		return NULL;
+	if (read(fd, buf, sizeof(buf)) <= 0) {
+		close(fd);
+		return NULL;
+	}
+	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return NULL;
+	mmap3_collect(ev, list);
+	munmap(p, 4096);
+	return record_for(list, path, p);
+}
+
+/*
  * A file on a network filesystem changes without this kernel ever giving
  * anyone write access to it: another machine rewrote it.  FUSE stands for
  * NFS here, its backing file rewritten in place behind the kernel's back.
@@ -952,7 +1004,7 @@ TEST_F_TIMEOUT(mmap3, fuse_remote_rewrite_never_serves_old_build_id, 300)
 	const struct perf_mmap3_record *m1, *m2;
 
 	REQUIRE_MMAP3();
-	if (!start_fuse(_metadata, self, NULL, false, backing, mnt))
+	if (!start_fuse(_metadata, self, NULL, 0, backing, mnt))
 		return;
 	snprintf(lib, sizeof(lib), "%s/lib.so", backing);
 	snprintf(path, sizeof(path), "%s/lib.so", mnt);
@@ -960,7 +1012,7 @@ TEST_F_TIMEOUT(mmap3, fuse_remote_rewrite_never_serves_old_build_id, 300)
 	elf_spec_build_id(&v2, new_id, &new_len);
 
 	ASSERT_EQ(0, elf_write(lib, &v1, false));
-	m1 = map_and_record(&self->ev, &self->recs, path, 0);
+	m1 = read_map_and_record(&self->ev, &self->recs, path);
 	expect_build_id(_metadata, m1, &v1, path);
 
 	/* The other machine: same file, same size, new contents */
@@ -970,7 +1022,7 @@ TEST_F_TIMEOUT(mmap3, fuse_remote_rewrite_never_serves_old_build_id, 300)
 		TH_LOG("test invalid: read() through %s still returns build ID %s after the backing file changed to %s",
 		       mnt, hex(seen, seen_len, h1), hex(new_id, new_len, h2));
 
-	m2 = map_and_record(&self->ev, &self->recs, path, 0);
+	m2 = read_map_and_record(&self->ev, &self->recs, path);
 	ASSERT_NE(NULL, m2) TH_LOG("no MMAP3 record for the second mapping of %s", path);
 	ASSERT_EQ(NULL, mmap3_record_problem(&m2->header, true));
 	/* One FUSE inode throughout: the kernel was not told of the change */
@@ -1041,193 +1093,156 @@ static const char *proc_line(pid_t pid, const char *name, char *buf, size_t size
 }
 
 /*
- * Is @pid asleep inside mmap(2)?  Its state is D or S, /proc/PID/syscall
- * names mmap, and it has not run since the caller's previous look: *@switches
- * carries the task's context switch count from one call to the next.
+ * A child that opens @path and read()s its first page, which the FUSE daemon
+ * holds: until it is killed, that page is in the page cache, locked, being
+ * read.  Exit status 24-25: the child could not get that far.
  */
-static bool asleep_in_mmap(pid_t pid, long long *switches)
+static void hanging_reader_child(pid_t parent, const char *path)
 {
-	char buf[512], path[64], *state;
-	long long vol = -1, nonvol = -1, now;
-	int nr = -1;
-	FILE *f;
-	bool ret;
+	char buf[4096];
+	int fd;
 
-	state = strrchr(proc_line(pid, "stat", buf, sizeof(buf)), ')');
-	if (!state || (state[2] != 'D' && state[2] != 'S'))
-		return false;
-	if (sscanf(proc_line(pid, "syscall", buf, sizeof(buf)), "%d", &nr) != 1 ||
-	    nr != __NR_mmap)
-		return false;
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	while (fgets(buf, sizeof(buf), f)) {
-		sscanf(buf, "voluntary_ctxt_switches: %lld", &vol);
-		sscanf(buf, "nonvoluntary_ctxt_switches: %lld", &nonvol);
-	}
-	fclose(f);
-	now = vol + nonvol;
-	ret = vol >= 0 && nonvol >= 0 && now == *switches;
-	*switches = now;
-	return ret;
-}
-
-/* The test process maps a file while the mappers hang: in a thread, so that a
- * stall is a failed bounded wait rather than the harness's timeout.
- */
-static struct {
-	char path[PATH_MAX];
-	int err;
-	bool recorded;
-	unsigned char status, size, id[20];
-} own_mapping;
-
-static void *own_mapping_fn(void *arg)
-{
-	const struct perf_mmap3_record *m;
-	struct rec_list recs = { 0 };
-	struct mmap3_event ev;
-
-	/* The fixture's event is on the main thread only */
-	own_mapping.err = mmap3_open(&ev, 0, -1, EV_MMAP3, 16);
-	if (own_mapping.err)
-		return NULL;
-	m = map_and_record(&ev, &recs, own_mapping.path, 0);
-	if (m) {
-		own_mapping.recorded = true;
-		own_mapping.status = m->build_id_status;
-		own_mapping.size = m->build_id_size;
-		memcpy(own_mapping.id, m->build_id, sizeof(own_mapping.id));
-	}
-	rec_list_free(&recs);
-	mmap3_close(&ev);
-	return NULL;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+		_exit(24);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		_exit(25);
+	_exit(read(fd, buf, sizeof(buf)) < 0 ? 26 : 0);
 }
 
 /*
- * A file whose reads never complete: a hung FUSE daemon, a hard NFS mount
- * of a dead server.  Two tasks map it while an mmap3 event watches each:
- * one waits for its own read of the file, the other behind it.  Nobody else
- * waits for them, and SIGKILL ends each of them, the one behind first,
- * while the read it waited for still hangs.
- *
- * Both open the file before either maps it: FUSE's open() drops the page
- * cache (no keep_cache), which waits without a timeout or signals for a page
- * being read.  That is FUSE's own and not what is tested here.
+ * Wait for mapper @pid, which was told to map @path, to return from mmap():
+ * it must, within 60 s, and with a mapping (exit status 0).
  */
-TEST_F_TIMEOUT(mmap3, fuse_hanging_read_mapping_is_killable, 600)
+static void expect_mapper_returns(struct __test_metadata *_metadata,
+				  FIXTURE_DATA(mmap3) *self, pid_t pid,
+				  const char *path)
+{
+	char line[512];
+	int status, r;
+
+	r = reap_kid(self, pid, &status, 60 * 1000);
+	ASSERT_EQ(1, r)
+		TH_LOG("mapper %d still inside mmap() of %s 60 s on (wchan %s, stat %s)",
+		       pid, path, proc_line(pid, "wchan", line, 128),
+		       proc_line(pid, "stat", line + 128, sizeof(line) - 128));
+	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("mapper %d: status 0x%x", pid, status);
+}
+
+/*
+ * The MMAP3 record of @path in @ev's ring: present, well formed, and saying
+ * the build ID is unavailable (its page was not uptodate in the cache).
+ */
+static void expect_unavailable(struct __test_metadata *_metadata,
+			       struct mmap3_event *ev, const char *path)
+{
+	const struct perf_mmap3_record *m;
+	struct rec_list recs = { 0 };
+	char h[41];
+
+	mmap3_collect(ev, &recs);
+	m = find_mmap3(&recs, path, NULL);
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_UNAVAILABLE, m->build_id_status)
+		TH_LOG("status %u, build ID %s, for a file whose page was never read",
+		       m->build_id_status, hex(m->build_id, m->build_id_size, h));
+	rec_list_free(&recs);
+}
+
+/*
+ * A file on FUSE, whose reads are answered by a daemon that here never
+ * answers them (a hostile or hung one).  Any user can mount FUSE, so
+ * mapping one of its files must never wait for the daemon, killably or
+ * not: FUSE waits for an answer uninterruptibly once the daemon has taken
+ * the request (always for ->read_folio(), for ->readahead() too when the
+ * daemon asked for synchronous reads).  The build ID is looked up in the
+ * page cache only: a mapping of the cold file, and one made while another
+ * task's read holds the page locked, both return at once, their records
+ * say the build ID is unavailable, and no read from them reaches the daemon.
+ *
+ * The second mapper opens the file before the read starts: FUSE's open()
+ * drops the page cache (no keep_cache), which waits for a page being read
+ * without a timeout.  That is FUSE's own and not what is tested here.
+ */
+static void fuse_mapping_never_waits(struct __test_metadata *_metadata,
+				     FIXTURE_DATA(mmap3) *self, bool sync_read)
 {
 	struct elf_spec spec = { .id_len = 20, .id_seed = 0x5a };
-	struct elf_spec own = { .id_len = 20, .id_seed = 0x6b };
 	char backing[PATH_MAX], mnt[PATH_MAX], hang[PATH_MAX + 16];
-	char path[PATH_MAX + 16], line[128], wchan[128], h1[41], h2[41];
-	unsigned char own_id[20];
-	unsigned int own_len;
+	char path[PATH_MAX + 16], line[128];
 	struct mmap3_event kev[2];
-	int ready[2], go[2], i, r, status;
-	pid_t kid[2], parent = getpid(), reader = 0, waiter;
-	long long end, switches = -1;
-	bool waiter_exited = false;
-	struct timespec deadline;
-	pthread_t thread;
+	int ready[2], go[2][2], i, who;
+	pid_t kid[2], reader, parent = getpid();
 
 	REQUIRE_MMAP3();
-	if (!start_fuse(_metadata, self, "hang.so", false, backing, mnt))
+	if (!start_fuse(_metadata, self, "hang.so",
+			sync_read ? FUSE_BACKING_SYNC_READ : 0, backing, mnt))
 		return;
 	snprintf(hang, sizeof(hang), "%s/hang.so", backing);
 	snprintf(path, sizeof(path), "%s/hang.so", mnt);
 	ASSERT_EQ(0, elf_write(hang, &spec, false));
 	ASSERT_EQ(0, pipe2(ready, O_CLOEXEC));
-	ASSERT_EQ(0, pipe2(go, O_CLOEXEC));
 	for (i = 0; i < 2; i++) {
+		/* Each its own go pipe: the byte must reach the one it is for */
+		ASSERT_EQ(0, pipe2(go[i], O_CLOEXEC));
 		kid[i] = fork();
 		ASSERT_GE(kid[i], 0);
 		if (!kid[i])
-			mapper_child(parent, path, ready[1], go[0]);
+			mapper_child(parent, path, ready[1], go[i][0]);
 		note_kid(self, kid[i]);
 		ASSERT_EQ(0, mmap3_open(&kev[i], kid[i], -1, EV_MMAP3, 16));
+		ASSERT_EQ(1, read_byte(ready[0], 60 * 1000))
+			TH_LOG("mapper %d did not open %s within 60 s", kid[i], path);
+	}
+
+	/* Nothing of the file is cached: the first mapping reads nothing */
+	ASSERT_EQ(1, write(go[0][1], "g", 1));
+	expect_mapper_returns(_metadata, self, kid[0], path);
+	expect_unavailable(_metadata, &kev[0], path);
+
+	/* Another task's read now holds page 0, locked and not uptodate */
+	reader = fork();
+	ASSERT_GE(reader, 0);
+	if (!reader)
+		hanging_reader_child(parent, path);
+	note_kid(self, reader);
+	for (who = 0; who != reader;) {
+		ASSERT_EQ(1, fuse_backing_report(&self->fuse, line, sizeof(line), 60 * 1000))
+			TH_LOG("the read of %s by task %d did not reach the daemon within 60 s",
+			       path, reader);
+		ASSERT_EQ(1, sscanf(line, "hang %d", &who)) TH_LOG("daemon said '%s'", line);
+		ASSERT_NE(kid[0], who) TH_LOG("mapper %d read %s", kid[0], path);
+	}
+	ASSERT_EQ(1, write(go[1][1], "g", 1));
+	expect_mapper_returns(_metadata, self, kid[1], path);
+	expect_unavailable(_metadata, &kev[1], path);
+
+	/* The reader still hangs; no mapper's read ever reached the daemon */
+	ASSERT_EQ(0, waitpid(reader, &i, WNOHANG));
+	while (fuse_backing_report(&self->fuse, line, sizeof(line), 0) == 1) {
+		ASSERT_FALSE(sscanf(line, "hang %d", &who) == 1 &&
+			     (who == kid[0] || who == kid[1]))
+			TH_LOG("mapper %d read %s", who, path);
 	}
 	for (i = 0; i < 2; i++) {
-		ASSERT_EQ(1, read_byte(ready[0], 60 * 1000))
-			TH_LOG("the mappers did not open %s within 60 s", path);
-	}
-	ASSERT_EQ(2, write(go[1], "gg", 2));
-
-	/* The first read to reach the daemon is held: its task is the reader */
-	ASSERT_EQ(1, fuse_backing_report(&self->fuse, line, sizeof(line), 60 * 1000))
-		TH_LOG("no read of %s reached the daemon within 60 s of two tasks mapping it",
-		       path);
-	ASSERT_EQ(1, sscanf(line, "hang %d", &reader)) TH_LOG("daemon said '%s'", line);
-	ASSERT_TRUE(reader == kid[0] || reader == kid[1])
-		TH_LOG("read held for task %d, not one of the mappers %d %d",
-		       reader, kid[0], kid[1]);
-	waiter = reader == kid[0] ? kid[1] : kid[0];
-
-	/* The other one waits inside mmap(), or did not wait at all */
-	end = monotonic_ms() + 60 * 1000;
-	while (!asleep_in_mmap(waiter, &switches)) {
-		r = reap_kid(self, waiter, &status, 0);
-		ASSERT_NE(-1, r);
-		if (r == 1) {
-			waiter_exited = true;
-			ASSERT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0 ||
-							  WEXITSTATUS(status) == 23))
-				TH_LOG("mapper %d: status 0x%x", waiter, status);
-			TH_LOG("mapper %d returned from mmap() (exit %d) while %d's read hangs",
-			       waiter, WEXITSTATUS(status), reader);
-			break;
-		}
-		ASSERT_LT(monotonic_ms(), end)
-			TH_LOG("mapper %d neither asleep in mmap() nor done 60 s after starting it (stat: %s)",
-			       waiter, proc_line(waiter, "stat", line, sizeof(line)));
-		usleep(20 * 1000);
-	}
-	if (!waiter_exited)
-		TH_LOG("reader %d asleep in %s, mapper %d in %s", reader,
-		       proc_line(reader, "wchan", line, sizeof(line)), waiter,
-		       proc_line(waiter, "wchan", wchan, sizeof(wchan)));
-
-	/* Meanwhile the test process maps a file of its own and is not held up */
-	snprintf(own_mapping.path, sizeof(own_mapping.path), "%s/own.so", self->dir);
-	ASSERT_EQ(0, elf_write(own_mapping.path, &own, false));
-	ASSERT_EQ(0, pthread_create(&thread, NULL, own_mapping_fn, NULL));
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += 60;
-	ASSERT_EQ(0, pthread_timedjoin_np(thread, NULL, &deadline))
-		TH_LOG("mapping %s (tmpfs) took over 60 s while two tasks hang on %s",
-		       own_mapping.path, path);
-	ASSERT_EQ(0, own_mapping.err) TH_LOG("mmap3 event: %s", strerror(-own_mapping.err));
-	ASSERT_TRUE(own_mapping.recorded) TH_LOG("no record for %s", own_mapping.path);
-	elf_spec_build_id(&own, own_id, &own_len);
-	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, own_mapping.status);
-	ASSERT_EQ(own_len, own_mapping.size);
-	ASSERT_EQ(0, memcmp(own_id, own_mapping.id, own_len))
-		TH_LOG("record %s, file %s", hex(own_mapping.id, own_mapping.size, h1),
-		       hex(own_id, own_len, h2));
-
-	if (!waiter_exited) {
-		ASSERT_EQ(0, kill(waiter, SIGKILL));
-		ASSERT_EQ(1, reap_kid(self, waiter, &status, 60 * 1000))
-			TH_LOG("mapper %d, asleep in %s behind %d's read of %s, not reaped 60 s after SIGKILL",
-			       waiter, wchan, reader, path);
-		ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
-			TH_LOG("mapper %d: status 0x%x", waiter, status);
-		/* ... while the read it waited for had not ended */
-		ASSERT_EQ(0, waitpid(reader, &status, WNOHANG))
-			TH_LOG("reader %d exited before it was killed", reader);
-	}
-	ASSERT_EQ(0, kill(reader, SIGKILL));
-	ASSERT_EQ(1, reap_kid(self, reader, &status, 60 * 1000))
-		TH_LOG("mapper %d, its read of %s held by the daemon, not reaped 60 s after SIGKILL",
-		       reader, path);
-	ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
-		TH_LOG("mapper %d: status 0x%x", reader, status);
-	while (fuse_backing_report(&self->fuse, line, sizeof(line), 0) == 1)
-		TH_LOG("daemon: %s", line);
-	for (i = 0; i < 2; i++)
 		mmap3_close(&kev[i]);
+		close(go[i][0]);
+		close(go[i][1]);
+	}
+	close(ready[0]);
+	close(ready[1]);
+}
+
+TEST_F_TIMEOUT(mmap3, fuse_mapping_never_waits_for_the_daemon, 300)
+{
+	fuse_mapping_never_waits(_metadata, self, false);
+}
+
+TEST_F_TIMEOUT(mmap3, fuse_sync_read_mapping_never_waits_for_the_daemon, 300)
+{
+	fuse_mapping_never_waits(_metadata, self, true);
 }
 
 /*
@@ -1267,47 +1282,36 @@ static void counting_mapper_child(pid_t parent, const char *path)
  * Only tasks an mmap3 event can see have their build IDs read: the mapping
  * of a task that perf merely counts must not read the file.  An mmap3 event
  * exists (on the test process), and the child Q, with only a counting event
- * of its own, maps a file whose reads hang: its mmap() returns, and the
- * daemon never sees a read from it.
+ * of its own, maps a file shared read-only over 9p whose pages were dropped
+ * from the page cache: its mmap() leaves them out of the cache.  (A read
+ * would bring them in, as cold_page_cache_reports_build_id shows.)
  */
 TEST_F_TIMEOUT(mmap3, capture_only_for_tasks_an_mmap3_event_sees, 300)
 {
-	struct elf_spec spec = { .id_len = 20, .id_seed = 0x7c };
-	char backing[PATH_MAX], mnt[PATH_MAX], hang[PATH_MAX + 16];
-	char path[PATH_MAX + 16], line[128];
-	pid_t q, parent = getpid(), who;
-	long long end;
-	int status, r, n;
+	char path[PATH_MAX];
+	pid_t q, parent = getpid();
+	int status, n;
 
 	REQUIRE_MMAP3();
-	if (!start_fuse(_metadata, self, "hang.so", false, backing, mnt))
-		return;
-	snprintf(hang, sizeof(hang), "%s/hang.so", backing);
-	snprintf(path, sizeof(path), "%s/hang.so", mnt);
-	ASSERT_EQ(0, elf_write(hang, &spec, false));
+	snprintf(path, sizeof(path), "%s/fixtures/cold.elf", exe_dir());
+	n = cached_pages(path, true);
+	ASSERT_LE(0, n) TH_LOG("%s: cannot tell which of its pages are cached", path);
+	if (n)
+		SKIP(return, "%d pages of %s stay cached", n, path);
 
 	q = fork();
 	ASSERT_GE(q, 0);
 	if (!q)
 		counting_mapper_child(parent, path);
 	note_kid(self, q);
-	/* Until Q is done, or it reads the file (so would hang), at most 60 s */
-	end = monotonic_ms() + 60 * 1000;
-	while ((r = reap_kid(self, q, &status, 0)) == 0) {
-		n = fuse_backing_report(&self->fuse, line, sizeof(line), 20);
-		ASSERT_NE(-1, n) TH_LOG("the FUSE daemon went away");
-		if (n == 1 && sscanf(line, "hang %d", &who) == 1) {
-			ASSERT_NE(q, who)
-				TH_LOG("mmap() by task %d, which no mmap3 event can see (only a counting event), read %s",
-				       q, path);
-		}
-		ASSERT_LT(monotonic_ms(), end)
-			TH_LOG("task %d neither returned from mmap() of %s nor read it within 60 s",
-			       q, path);
-	}
-	ASSERT_EQ(1, r);
+	ASSERT_EQ(1, reap_kid(self, q, &status, 60 * 1000))
+		TH_LOG("task %d did not return from mmap() of %s within 60 s", q, path);
 	ASSERT_TRUE(WIFEXITED(status)) TH_LOG("status 0x%x", status);
 	ASSERT_EQ(0, WEXITSTATUS(status));
+	n = cached_pages(path, false);
+	ASSERT_EQ(0, n)
+		TH_LOG("mmap() by task %d, which no mmap3 event can see (only a counting event), read %d pages of %s",
+		       q, n, path);
 }
 
 /* IN_ACCESS events in @fd's queue, for @wd1 and @wd2 (-1: none) */
@@ -1510,7 +1514,7 @@ TEST_F_TIMEOUT(mmap3, overlay_on_fuse_capture_does_not_read_the_file, 300)
 	int fd, getattrs;
 
 	REQUIRE_MMAP3();
-	if (!start_fuse(_metadata, self, NULL, true, backing, mnt))
+	if (!start_fuse(_metadata, self, NULL, FUSE_BACKING_LOG, backing, mnt))
 		return;
 	snprintf(lib, sizeof(lib), "%s/lib.so", backing);
 	ASSERT_EQ(0, elf_write(lib, &v1, false));

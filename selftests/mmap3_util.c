@@ -612,7 +612,8 @@ static bool is_fuse_mount(const char *path)
 
 const char *fuse_backing_start(struct fuse_backing *fb, const char *daemon,
 			       const char *backing, const char *mnt,
-			       const char *hang, bool log, int timeout_ms)
+			       const char *hang, unsigned int flags,
+			       int timeout_ms)
 {
 	const char *argv[8];
 	int argc = 0;
@@ -643,8 +644,10 @@ const char *fuse_backing_start(struct fuse_backing *fb, const char *daemon,
 		if (dup2(out[1], STDOUT_FILENO) < 0)
 			_exit(1);
 		argv[argc++] = daemon;
-		if (log)
+		if (flags & FUSE_BACKING_LOG)
 			argv[argc++] = "--log";
+		if (flags & FUSE_BACKING_SYNC_READ)
+			argv[argc++] = "--sync-read";
 		if (hang) {
 			argv[argc++] = "--hang";
 			argv[argc++] = hang;

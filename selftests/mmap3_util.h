@@ -165,16 +165,21 @@ struct fuse_backing {
 /* An idle fuse_backing, safe to pass to fuse_backing_stop() */
 void fuse_backing_init(struct fuse_backing *fb);
 
+/* fuse_backing_start() flags */
+#define FUSE_BACKING_LOG	1	/* report getattr and read requests too */
+#define FUSE_BACKING_SYNC_READ	2	/* the daemon asks for synchronous reads */
+
 /*
  * Start @daemon serving @backing on @mnt (reads of @hang, if not NULL, hang;
- * @log: report getattr and read requests too, see fuse_backing.c) and wait,
+ * @flags: FUSE_BACKING_*, see fuse_backing.c) and wait,
  * for at most @timeout_ms, until @mnt is a FUSE mount.  The daemon stops
  * when the calling thread exits.  Returns NULL, or what went wrong (the
  * daemon is then stopped).
  */
 const char *fuse_backing_start(struct fuse_backing *fb, const char *daemon,
 			       const char *backing, const char *mnt,
-			       const char *hang, bool log, int timeout_ms);
+			       const char *hang, unsigned int flags,
+			       int timeout_ms);
 
 /*
  * The next line the daemon reported ("hang PID", ...), waiting for at most
