@@ -25,6 +25,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1575,6 +1576,91 @@ TEST_F_TIMEOUT(mmap3, overlay_on_fuse_capture_does_not_read_the_file, 300)
 		TH_LOG("record %s, file %s", hex(m->build_id, m->build_id_size, h1),
 		       hex(id, id_len, h2));
 	close(fd);
+}
+
+/* The first @size bytes of @path into @buf; 0 or -1 */
+static int read_file_start(const char *path, void *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = -1;
+
+	if (fd >= 0) {
+		n = pread(fd, buf, size, 0);
+		close(fd);
+	}
+	return n == (ssize_t)size ? 0 : -1;
+}
+
+/*
+ * hugetlbfs indexes its page cache in huge pages, not in PAGE_SIZE pages: a
+ * reader that looks up page index 1 there finds the second huge page.  So
+ * an ELF file on hugetlbfs whose note is in its second 4 KiB page, with a
+ * decoy note (another build ID) at the same place in the second huge page,
+ * mapped executable: its record must say the build ID is unavailable, and
+ * never carry the decoy's.
+ */
+TEST_F_TIMEOUT(mmap3, hugetlbfs_file_is_unavailable, 120)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x48,
+				 .note_off = 4096 + 64, .size = 2 * 4096 };
+	struct elf_spec decoy = spec;
+	char dir[PATH_MAX], path[PATH_MAX + 16], tmp[PATH_MAX + 16], h[41];
+	static char real_img[2 * 4096], decoy_img[2 * 4096];
+	const struct perf_mmap3_record *m;
+	size_t huge, len;
+	struct statfs sfs;
+	char *p, *x;
+	int fd;
+
+	REQUIRE_MMAP3();
+	decoy.id_seed = 0x49;
+	snprintf(tmp, sizeof(tmp), "%s/img", self->dir);
+	ASSERT_EQ(0, elf_write(tmp, &decoy, false));
+	ASSERT_EQ(0, read_file_start(tmp, decoy_img, sizeof(decoy_img)));
+	ASSERT_EQ(0, elf_write(tmp, &spec, true));
+	ASSERT_EQ(0, read_file_start(tmp, real_img, sizeof(real_img)));
+
+	snprintf(dir, sizeof(dir), "%s/huge", self->dir);
+	ASSERT_EQ(0, mkdir(dir, 0755));
+	if (mount("none", dir, "hugetlbfs", 0, NULL)) {
+		if (errno == ENODEV)
+			SKIP(return, "no hugetlbfs in this kernel");
+		ASSERT_EQ(0, errno) TH_LOG("mount hugetlbfs: %s", strerror(errno));
+	}
+	note_mount(self, dir);
+	ASSERT_EQ(0, statfs(dir, &sfs));
+	huge = sfs.f_bsize;
+	len = 2 * huge;
+	if (read_int_file("/proc/sys/vm/nr_hugepages") < 2)
+		ASSERT_EQ(0, set_sysctl("/proc/sys/vm/nr_hugepages", 2));
+
+	snprintf(path, sizeof(path), "%s/lib.so", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0755);
+	ASSERT_GE(fd, 0) TH_LOG("%s: %s", path, strerror(errno));
+	ASSERT_EQ(0, ftruncate(fd, len));
+	/* Shared mappings reserve their huge pages now: no SIGBUS later */
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED && errno == ENOMEM) {
+		close(fd);
+		SKIP(return, "two huge pages of %zu KiB could not be reserved", huge >> 10);
+	}
+	ASSERT_NE(MAP_FAILED, p) TH_LOG("mmap %s: %s", path, strerror(errno));
+	memcpy(p, real_img, sizeof(real_img));
+	memcpy(p + huge + 4096, decoy_img + 4096, 4096);
+	munmap(p, len);
+
+	x = mmap(NULL, len, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+	close(fd);
+	ASSERT_NE(MAP_FAILED, x) TH_LOG("mmap %s executable: %s", path, strerror(errno));
+	mmap3_collect(&self->ev, &self->recs);
+	munmap(x, len);
+	m = record_for(&self->recs, path, x);
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_UNAVAILABLE, m->build_id_status)
+		TH_LOG("status %u, build ID %s (the decoy's starts %02x, the file's %02x)",
+		       m->build_id_status, hex(m->build_id, m->build_id_size, h),
+		       decoy.id_seed, spec.id_seed);
 }
 
 /* The crafted corpus mkfixture writes, and what the kernel must say of it */
