@@ -380,6 +380,19 @@ static void huge_phnum_malformed(struct kunit *test)
 	expect_status(test, img, BUILD_ID_MALFORMED);
 }
 
+/*
+ * Program headers past the 64KiB the parser reads, but inside the image:
+ * the file may be valid (binfmt_elf would not load it, other loaders may),
+ * so the answer is "not read", never "malformed".
+ */
+static void phdrs_beyond_limit_unavailable(struct kunit *test)
+{
+	struct elf_img *img = img_new(test, true, 192 * 1024);
+
+	img_set_phdrs(img, ehdr_size(img), 2000);
+	expect_status(test, img, BUILD_ID_UNAVAILABLE);
+}
+
 static void phoff_overflow_malformed(struct kunit *test)
 {
 	struct elf_img *img = img_standard(test, true, 20);
@@ -445,13 +458,16 @@ static void endless_notes_bounded(struct kunit *test)
 	struct elf_img *img = img_new(test, true, 64 * 1024);
 	u64 off = NOTE_OFF;
 
-	/* Thousands of empty notes before the build ID: bounded, not walked */
+	/*
+	 * Thousands of empty notes before the build ID: bounded, not walked,
+	 * and the file, which is valid, is not called malformed for it.
+	 */
 	img_set_phdrs(img, ehdr_size(img), 1);
 	while (off + 64 < img->size)
 		off = img_put_note(img, off, 0, 0, 0, NULL, 4);
 	off = img_put_note(img, off, 4, 20, NT_GNU_BUILD_ID_TYPE, "GNU", 4);
 	img_set_phdr(img, 0, PT_NOTE, NOTE_OFF, off - NOTE_OFF, 4);
-	expect_status(test, img, BUILD_ID_MALFORMED);
+	expect_status(test, img, BUILD_ID_UNAVAILABLE);
 }
 
 /*
@@ -513,6 +529,7 @@ static struct kunit_case mmap3_buildid_cases[] = {
 	KUNIT_CASE(truncated_elf_header_malformed),
 	KUNIT_CASE(bad_class_or_byte_order_malformed),
 	KUNIT_CASE(huge_phnum_malformed),
+	KUNIT_CASE(phdrs_beyond_limit_unavailable),
 	KUNIT_CASE(phoff_overflow_malformed),
 	KUNIT_CASE(wrong_phentsize_malformed),
 	KUNIT_CASE(note_offset_past_eof_malformed),

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -562,6 +563,124 @@ TEST_F(mmap3, non_elf_exec_mapping_says_not_elf)
 	ASSERT_EQ(20, write(fd, "#!/bin/sh\necho hi\n\n\n", 20));
 	close(fd);
 	expect_status(_metadata, self, path, PERF_MMAP3_BUILD_ID_NOT_ELF);
+}
+
+/* Put a note at @off of @buf; returns the offset after it */
+static size_t put_note(char *buf, size_t off, const char *name, uint32_t type,
+		       const unsigned char *desc, uint32_t descsz)
+{
+	Elf64_Nhdr n = { .n_namesz = strlen(name) + 1, .n_descsz = descsz,
+			 .n_type = type };
+
+	memcpy(buf + off, &n, sizeof(n));
+	off += sizeof(n);
+	memcpy(buf + off, name, n.n_namesz);
+	off += (n.n_namesz + 3) & ~3u;
+	if (descsz)
+		memcpy(buf + off, desc, descsz);
+	return off + ((descsz + 3) & ~3u);
+}
+
+/*
+ * A valid ELF64 file at @path whose build ID (@id, 20 bytes) is hard work
+ * to find: with @segments > 1, its program headers are in page 5 and each
+ * of its @segments PT_NOTE segments in a page of its own, the build ID in
+ * the last (every segment costs the reader two page lookups); otherwise
+ * one PT_NOTE segment holds @notes - 1 other notes before the build ID.
+ */
+static int write_laborious_elf(const char *path, unsigned int segments,
+			       unsigned int notes, const unsigned char *id)
+{
+	size_t phoff = segments > 1 ? 5 * 4096 : sizeof(Elf64_Ehdr);
+	size_t size = (6 + segments) * 4096 + notes * 16 + 4096, off;
+	Elf64_Ehdr *e;
+	Elf64_Phdr *ph;
+	unsigned int i;
+	char *buf = calloc(1, size);
+	int fd, ret = -1;
+
+	if (!buf)
+		return -1;
+	e = (Elf64_Ehdr *)buf;
+	memcpy(e->e_ident, ELFMAG, SELFMAG);
+	e->e_ident[EI_CLASS] = ELFCLASS64;
+	e->e_ident[EI_DATA] = ELFDATA2LSB;
+	e->e_ident[EI_VERSION] = EV_CURRENT;
+	e->e_type = ET_DYN;
+	e->e_machine = EM_X86_64;
+	e->e_version = EV_CURRENT;
+	e->e_phoff = phoff;
+	e->e_ehsize = sizeof(*e);
+	e->e_phentsize = sizeof(*ph);
+	e->e_phnum = segments;
+	ph = (Elf64_Phdr *)(buf + phoff);
+	for (i = 0; i < segments; i++) {
+		size_t start = segments > 1 ? (6 + i) * 4096 : 4096;
+
+		off = start;
+		if (i + 1 < segments)
+			off = put_note(buf, off, "XYZ", 1, id, 4);
+		for (; segments == 1 && off < start + (notes - 1) * 16;)
+			off = put_note(buf, off, "XYZ", 1, NULL, 0);
+		if (i + 1 == segments)
+			off = put_note(buf, off, "GNU", NT_GNU_BUILD_ID, id, 20);
+		ph[i].p_type = PT_NOTE;
+		ph[i].p_offset = start;
+		ph[i].p_filesz = off - start;
+		ph[i].p_align = 4;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	if (fd >= 0 && write(fd, buf, size) == (ssize_t)size)
+		ret = 0;
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return ret;
+}
+
+/*
+ * The reader bounds its work (notes walked, pages looked up).  A valid file
+ * that needs more is not malformed: its record may say UNAVAILABLE, or give
+ * the right build ID, never MALFORMED or any other claim about the file.
+ * libelf reads each file's build ID first, to show the file is valid.
+ */
+TEST_F(mmap3, work_limits_never_call_a_valid_file_malformed)
+{
+	static const struct { unsigned int segments, notes; } files[] = {
+		{ 31, 1 }, { 32, 1 }, { 40, 1 }, { 1, 511 }, { 1, 512 }, { 1, 600 },
+	};
+	const struct perf_mmap3_record *m;
+	unsigned char id[20], got[20];
+	unsigned int i, j, len;
+	char path[PATH_MAX], h1[41], h2[41];
+
+	REQUIRE_MMAP3();
+	for (j = 0; j < sizeof(id); j++)
+		id[j] = 0xa0 + j;
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/laborious-%u-%u.so", self->dir,
+			 files[i].segments, files[i].notes);
+		ASSERT_EQ(0, write_laborious_elf(path, files[i].segments,
+						 files[i].notes, id));
+		ASSERT_EQ(1, file_build_id(path, got, &len))
+			TH_LOG("test invalid: libelf finds no build ID in %s", path);
+		ASSERT_TRUE(len == sizeof(id) && !memcmp(got, id, len));
+
+		m = map_and_record(&self->ev, &self->recs, path, 0);
+		ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
+		ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+		TH_LOG("%u segments, %u notes: status %u", files[i].segments,
+		       files[i].notes, m->build_id_status);
+		if (m->build_id_status == PERF_MMAP3_BUILD_ID_UNAVAILABLE)
+			continue;
+		ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status)
+			TH_LOG("%s is a valid ELF file with build ID %s", path,
+			       hex(id, sizeof(id), h1));
+		ASSERT_EQ(sizeof(id), m->build_id_size);
+		ASSERT_EQ(0, memcmp(id, m->build_id, sizeof(id)))
+			TH_LOG("record %s, file %s", hex(m->build_id, 20, h1),
+			       hex(id, sizeof(id), h2));
+	}
 }
 
 TEST_F(mmap3, malicious_elf_says_malformed)
