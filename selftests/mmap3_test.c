@@ -429,7 +429,9 @@ TEST_F(mmap3, dlopen_of_dso_reports_build_id)
 /*
  * How many pages of @path are in the page cache, after asking the kernel to
  * drop them if @evict; -1 if that cannot be told.  The look is a PROT_READ
- * mapping, which no event of the tests reads a build ID for (no mmap_data).
+ * mapping, made before the pages are dropped: a kernel that wrongly read a
+ * build ID for it then still shows the pages gone, and the caller's test
+ * runs instead of being skipped.
  */
 static int cached_pages(const char *path, bool evict)
 {
@@ -447,12 +449,12 @@ static int cached_pages(const char *path, bool evict)
 	pages = (st.st_size + 4095) / 4096;
 	if (pages > sizeof(vec))
 		goto out;
-	if (evict && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED))
-		goto out;
 	p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		goto out;
-	if (!mincore(p, st.st_size, vec))
+	/* Nothing of the mapping is faulted in, so nothing pins the pages */
+	if ((!evict || !posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)) &&
+	    !mincore(p, st.st_size, vec))
 		for (n = 0, i = 0; i < pages; i++)
 			n += vec[i] & 1;
 	munmap(p, st.st_size);
@@ -2216,8 +2218,9 @@ TEST_F_TIMEOUT(mmap3, thousands_of_files_each_get_their_own_build_id, 900)
 
 /*
  * mprotect() reads the build IDs of at most four files before it takes
- * mmap_lock.  Five files made executable by one call: each record carries
- * its own file's build ID or says it is unavailable, never another's.
+ * mmap_lock; the record of a fifth reads its page cache only.  Five files
+ * on tmpfs (always cached) made executable by one call: each record carries
+ * its own file's build ID, never another's.
  */
 TEST_F(mmap3, mprotect_over_five_files_never_mixes_them_up)
 {
@@ -2260,8 +2263,106 @@ TEST_F(mmap3, mprotect_over_five_files_never_mixes_them_up)
 		expect_build_id(_metadata, m, &spec[i], path[i]);
 		found++;
 	}
-	/* The first four files in the range are read */
-	ASSERT_EQ(4, found);
+	/* Four read before the lock, the fifth from the page cache */
+	ASSERT_EQ(5, found);
+}
+
+/*
+ * Map two pages of @path shared and executable, then remap_file_pages() its
+ * page 1 over the first; the record of that, or NULL with errno.  The file is
+ * opened for writing: only then is a shared mapping VM_SHARED, which
+ * remap_file_pages() needs.
+ */
+static const struct perf_mmap3_record *
+map_then_remap(struct mmap3_event *ev, struct rec_list *recs, const char *path)
+{
+	const struct perf_mmap3_record *m = NULL;
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	void *p;
+
+	if (fd < 0)
+		return NULL;
+	p = mmap(NULL, 2 * 4096, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return NULL;
+	mmap3_collect(ev, recs);
+	rec_list_free(recs);
+	if (!remap_file_pages(p, 4096, 0, 1, 0)) {
+		mmap3_collect(ev, recs);
+		m = record_for(recs, path, p);
+	}
+	munmap(p, 2 * 4096);
+	return m;
+}
+
+/*
+ * Mappings that no read before mmap_lock was made for get what the page
+ * cache holds, and nothing is read for them under the lock.  A page of a
+ * tmpfs file remapped with remap_file_pages() (which maps under mmap_lock)
+ * gets its build ID.  An mprotect() adding PROT_EXEC to five files reads
+ * four before the lock; the fifth, a file shared over 9p whose pages were
+ * dropped, gets UNAVAILABLE and stays out of the page cache.
+ */
+TEST_F_TIMEOUT(mmap3, mapping_made_under_mmap_lock_reads_only_the_page_cache, 300)
+{
+	struct elf_spec spec = { .id_len = 20, .id_seed = 0x7a, .size = 2 * 4096 };
+	const int files = 5;
+	const struct perf_mmap3_record *m;
+	char path[PATH_MAX], cold[PATH_MAX], h[41];
+	char *base;
+	int i, n;
+
+	REQUIRE_MMAP3();
+	snprintf(path, sizeof(path), "%s/remapped", self->dir);
+	ASSERT_EQ(0, elf_write(path, &spec, false));
+	m = map_then_remap(&self->ev, &self->recs, path);
+	ASSERT_NE(NULL, m) TH_LOG("no record for page 1 of %s remapped (%s)",
+				  path, strerror(errno));
+	ASSERT_EQ(4096, m->pgoff);
+	expect_build_id(_metadata, m, &spec, path);
+
+	snprintf(cold, sizeof(cold), "%s/fixtures/cold.elf", exe_dir());
+	base = mmap(NULL, files * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+		    -1, 0);
+	ASSERT_NE(MAP_FAILED, base);
+	for (i = 0; i < files; i++) {
+		const char *name = cold;
+		int fd;
+
+		if (i < files - 1) {
+			struct elf_spec s = { .id_len = 20, .id_seed = 0x50 + i };
+
+			snprintf(path, sizeof(path), "%s/mpc%d", self->dir, i);
+			ASSERT_EQ(0, elf_write(path, &s, false));
+			name = path;
+		}
+		fd = open(name, O_RDONLY | O_CLOEXEC);
+		ASSERT_LE(0, fd);
+		ASSERT_EQ(base + i * 4096,
+			  mmap(base + i * 4096, 4096, PROT_READ,
+			       MAP_PRIVATE | MAP_FIXED, fd, 0));
+		close(fd);
+	}
+	n = cached_pages(cold, true);
+	ASSERT_LE(0, n) TH_LOG("%s: cannot tell which of its pages are cached", cold);
+	if (n) {
+		munmap(base, files * 4096);
+		SKIP(return, "%d pages of %s stay cached", n, cold);
+	}
+	mmap3_collect(&self->ev, &self->recs);
+	rec_list_free(&self->recs);
+	ASSERT_EQ(0, mprotect(base, files * 4096, PROT_READ | PROT_EXEC));
+	mmap3_collect(&self->ev, &self->recs);
+	n = cached_pages(cold, false);
+	munmap(base, files * 4096);
+	m = record_for(&self->recs, cold, base + (files - 1) * 4096);
+	ASSERT_NE(NULL, m) TH_LOG("no record for %s, fifth in the range", cold);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	ASSERT_EQ(PERF_MMAP3_BUILD_ID_UNAVAILABLE, m->build_id_status)
+		TH_LOG("status %u, build ID %s, from pages that were not cached",
+		       m->build_id_status, hex(m->build_id, m->build_id_size, h));
+	ASSERT_EQ(0, n) TH_LOG("mprotect() read %d pages of %s, the fifth file", n, cold);
 }
 
 /*
