@@ -4,7 +4,8 @@
 #   make bench-kernel     prints the tables that go into the README
 
 BENCH_DIR := $(BUILD)/bench
-BENCH_TOOLS := $(BENCH_DIR)/mmap3-coverage $(BENCH_DIR)/mmap3-opcost
+BENCH_TOOLS := $(BENCH_DIR)/mmap3-coverage $(BENCH_DIR)/mmap3-opcost \
+	$(BENCH_DIR)/mmap3-coldmap
 
 .PHONY: bench-kernel
 
