@@ -52,15 +52,6 @@ bool IsSpecialPath(std::string_view path) {
 
 }  // namespace
 
-const char* CaptureModeName(CaptureMode mode) {
-  switch (mode) {
-    case CaptureMode::kMmap3: return "mmap3";
-    case CaptureMode::kMmap2BuildId: return "mmap2-build-id";
-    case CaptureMode::kMmap2: return "mmap2";
-  }
-  return "?";
-}
-
 std::vector<int> ParseCpuList(std::string_view text) {
   std::vector<int> cpus;
   while (!text.empty()) {
@@ -88,57 +79,13 @@ std::vector<int> OnlineCpus() {
   return cpus;
 }
 
-Result<ControlSpec> ParseControlSpec(const std::string& text) {
-  ControlSpec spec;
-  std::string_view rest = text;
-  if (rest.starts_with("fifo:")) {
-    spec.fifo = true;
-  } else if (!rest.starts_with("fd:")) {
-    return Status::Failure(fmt::format("--control '{}': expected fifo:CTL[,ACK] or fd:CTL[,ACK]",
-                                       text));
-  }
-  rest.remove_prefix(spec.fifo ? 5 : 3);
-  const size_t comma = rest.find(',');
-  const std::string ctl(rest.substr(0, comma));
-  const std::string ack(comma == std::string_view::npos ? "" : rest.substr(comma + 1));
-  if (ctl.empty() || (comma != std::string_view::npos && ack.empty()))
-    return Status::Failure(fmt::format("--control '{}': an empty name", text));
-  if (spec.fifo) {
-    spec.ctl = ctl;
-    spec.ack = ack;
-    return spec;
-  }
-  auto number = [&](const std::string& item, int* out) {
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (errno != 0 || *end != '\0' || v < 0 || v > 1 << 20) return false;
-    *out = static_cast<int>(v);
-    return true;
-  };
-  if (!number(ctl, &spec.ctl_fd) || (!ack.empty() && !number(ack, &spec.ack_fd)))
-    return Status::Failure(fmt::format("--control '{}': not a descriptor number", text));
-  return spec;
-}
-
 Result<std::unique_ptr<Capture>> Capture::Create(const CaptureOptions& options) {
   std::unique_ptr<Capture> c(new Capture(options));
   if (Status s = c->Setup(); !s.ok()) return s;
   return c;
 }
 
-Capture::~Capture() {
-  if (own_control_fds_) {
-    if (control_fd_ >= 0) close(control_fd_);
-    if (ack_fd_ >= 0) close(ack_fd_);
-  }
-  if (go_pipe_ >= 0) close(go_pipe_);
-  if (err_pipe_ >= 0) close(err_pipe_);
-  if (child_ > 0 && child_status_ == -1) {
-    kill(child_, SIGKILL);
-    waitpid(child_, nullptr, 0);
-  }
-}
+Capture::~Capture() = default;
 
 SampleFormat Capture::format() const {
   return {attr_.sample_type, attr_.read_format, attr_.sample_id_all != 0};
@@ -169,178 +116,19 @@ Status Capture::Setup() {
     }
     options_.pids = std::move(tgids);
   }
-  if (Status s = DetectMode(); !s.ok()) return s;
-  if (Status s = OpenControl(); !s.ok()) return s;
+  auto mode = DetectCaptureMode(options_.max_mode, options_.require_mmap3, options_.mmap3_cap_path);
+  if (!mode.ok()) return mode.status();
+  mode_ = mode->mode;
+  mode_reason_ = std::move(mode->reason);
+  auto control = ControlChannel::Open(options_.control);
+  if (!control.ok()) return control.status();
+  control_ = std::move(*control);
   // A command runs with kCommand, and also with -a, where it only sets how
   // long the system-wide capture lasts (as `perf record -a -- sleep 5`).
   if (!options_.command.empty()) {
-    if (Status s = StartCommand(); !s.ok()) return s;
+    if (Status s = child_.Start(options_.command); !s.ok()) return s;
   }
   return OpenEvents();
-}
-
-Status Capture::DetectMode() {
-  perf_event_attr probe{};
-  probe.size = sizeof(probe);
-  probe.type = PERF_TYPE_SOFTWARE;
-  probe.config = PERF_COUNT_SW_DUMMY;
-  probe.disabled = 1;
-  probe.exclude_kernel = 1;
-  probe.exclude_hv = 1;
-  probe.mmap = 1;
-  probe.mmap2 = 1;
-
-  // MMAP3 only when the kernel says so: on other kernels bit 63 is reserved
-  // today and may mean something else tomorrow.
-  std::string cap = options_.mmap3_cap_path.empty() ? PERF_MMAP3_CAP_PATH : options_.mmap3_cap_path;
-  if (options_.max_mode != CaptureMode::kMmap3) {
-    mode_reason_ = "MMAP3 disabled by --mode";
-  } else if (auto text = ReadSmallFile(cap); !text.ok()) {
-    mode_reason_ = fmt::format("kernel does not advertise MMAP3 ({} absent)", cap);
-  } else if (std::atoi(text->c_str()) != PERF_MMAP3_ABI_VERSION) {
-    mode_reason_ = fmt::format("kernel MMAP3 ABI version {} != {}", std::atoi(text->c_str()),
-                               PERF_MMAP3_ABI_VERSION);
-  } else {
-    perf_event_attr a = probe;
-    a.mmap2 = 0;
-    perf_mmap3_attr_set(&a);
-    auto fd = PerfEventFd::Open(a, 0, -1);
-    if (fd.ok()) {
-      mode_ = CaptureMode::kMmap3;
-      return {};
-    }
-    mode_reason_ = "kernel advertises MMAP3 but rejected the attr bit: " + fd.status().ToString();
-  }
-  if (options_.require_mmap3)
-    return Status::Failure("--mode mmap3 needs a kernel with PERF_RECORD_MMAP3: " + mode_reason_);
-  if (options_.max_mode != CaptureMode::kMmap2) {
-    perf_event_attr a = probe;
-    a.build_id = 1;
-    if (PerfEventFd::Open(a, 0, -1).ok()) {
-      mode_ = CaptureMode::kMmap2BuildId;
-      return {};
-    }
-  }
-  mode_ = CaptureMode::kMmap2;
-  return {};
-}
-
-Status Capture::OpenControl() {
-  if (options_.control.empty()) return {};
-  auto spec = ParseControlSpec(options_.control);
-  if (!spec.ok()) return spec.status();
-  if (spec->fifo) {
-    own_control_fds_ = true;
-    // Read-write: opening does not wait for a writer, and the last writer
-    // closing is not an end of file; a command may come from each of many
-    // `echo ping > CTL`.  Blocking: the read is io_uring's to wait on.
-    auto open_fifo = [](const std::string& path, int* fd) -> Status {
-      *fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-      if (*fd < 0) return ErrnoStatus("--control: open " + path);
-      struct stat st;
-      if (fstat(*fd, &st) != 0) return ErrnoStatus("--control: stat " + path);
-      if (!S_ISFIFO(st.st_mode))
-        return Status::Failure(fmt::format("--control: {} is not a FIFO (make one with mkfifo)",
-                                           path));
-      return {};
-    };
-    if (Status s = open_fifo(spec->ctl, &control_fd_); !s.ok()) return s;
-    if (!spec->ack.empty()) {
-      if (Status s = open_fifo(spec->ack, &ack_fd_); !s.ok()) return s;
-      // Nobody reading acks must never stall the capture: a full FIFO
-      // drops them instead.
-      (void)fcntl(ack_fd_, F_SETFL, fcntl(ack_fd_, F_GETFL) | O_NONBLOCK);
-    }
-    return {};
-  }
-  for (int fd : {spec->ctl_fd, spec->ack_fd}) {
-    if (fd < 0) continue;
-    // Ours to use, not the profiled command's to inherit.
-    const int flags = fcntl(fd, F_GETFD);
-    if (flags < 0) return ErrnoStatus(fmt::format("--control: descriptor {}", fd));
-    (void)fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
-  }
-  control_fd_ = spec->ctl_fd;
-  ack_fd_ = spec->ack_fd;
-  return {};
-}
-
-bool Capture::OnControlInput(std::string_view bytes) {
-  bool stop = false;
-  control_line_.append(bytes);
-  size_t nl;
-  while ((nl = control_line_.find('\n')) != std::string::npos) {
-    std::string_view line(control_line_.data(), nl);
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
-    // perf's answer to a command it carried out; nothing for others.
-    const bool known = line == "ping" || line == "stop";
-    if (line == "stop") stop = true;
-    if (!known && !line.empty()) ++stats_.control_unknown;
-    if (known && ack_fd_ >= 0) (void)!write(ack_fd_, "ack\n", 4);
-    control_line_.erase(0, nl + 1);
-  }
-  // A line never ended is not allowed to grow without bound.
-  if (control_line_.size() > 4096) control_line_.clear();
-  return stop;
-}
-
-Status Capture::StartCommand() {
-  int go[2], err[2];
-  if (pipe2(go, O_CLOEXEC) != 0) return ErrnoStatus("pipe");
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(go[0]);
-    close(go[1]);
-    return ErrnoStatus("pipe");
-  }
-  std::vector<char*> argv;
-  for (std::string& s : options_.command) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) return ErrnoStatus("fork");
-  if (pid == 0) {
-    // Child: wait until the parent has opened the events, then exec.  Only
-    // async-signal-safe calls from here on.
-    close(go[1]);
-    close(err[0]);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    char c;
-    ssize_t n;
-    do {
-      n = read(go[0], &c, 1);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1) _exit(127);  // parent gave up
-    execvp(argv[0], argv.data());
-    int e = errno;
-    (void)!write(err[1], &e, sizeof(e));
-    _exit(127);
-  }
-  close(go[0]);
-  close(err[1]);
-  child_ = pid;
-  go_pipe_ = go[1];
-  err_pipe_ = err[0];
-  return {};
-}
-
-Status Capture::ReleaseCommand() {
-  char c = 1;
-  if (write(go_pipe_, &c, 1) != 1) return ErrnoStatus("start command");
-  close(go_pipe_);
-  go_pipe_ = -1;
-  int e = 0;
-  ssize_t n;
-  do {
-    n = read(err_pipe_, &e, sizeof(e));
-  } while (n < 0 && errno == EINTR);
-  close(err_pipe_);
-  err_pipe_ = -1;
-  if (n == static_cast<ssize_t>(sizeof(e))) {
-    ReapChild(true);
-    return Status::FromErrno(e, fmt::format("cannot run '{}'", options_.command[0]));
-  }
-  return {};  // EOF: exec succeeded and closed the CLOEXEC pipe
 }
 
 Status Capture::OpenEvents() {
@@ -403,7 +191,7 @@ Status Capture::OpenEvents() {
   if (options_.target == CaptureOptions::Target::kSystemWide) {
     tasks.push_back(-1);
   } else if (options_.target == CaptureOptions::Target::kCommand) {
-    tasks.push_back(child_);
+    tasks.push_back(child_.pid());
   } else {
     // inherit covers children created from now on; existing threads each
     // need their own events.
@@ -1007,13 +795,6 @@ size_t Capture::DrainAll(CaptureSink& sink, bool end_round) {
   return n;
 }
 
-void Capture::ReapChild(bool block) {
-  if (child_ <= 0 || child_status_ != -1) return;
-  int status;
-  pid_t r = waitpid(child_, &status, block ? 0 : WNOHANG);
-  if (r == child_) child_status_ = status;
-}
-
 Status Capture::Run(CaptureSink& sink) {
   // Signals arrive through a signalfd read on the ring, so Ctrl-C becomes an
   // ordinary completion and the loop can drain before returning.
@@ -1093,10 +874,10 @@ Status Capture::Run(CaptureSink& sink) {
   auto arm_control = [&](bool poll_first) {
     io_uring_sqe* sqe = get_sqe();
     if (poll_first) {
-      io_uring_prep_poll_add(sqe, control_fd_, POLLIN);
+      io_uring_prep_poll_add(sqe, control_.fd(), POLLIN);
       io_uring_sqe_set_data64(sqe, kTagControlPoll);
     } else {
-      io_uring_prep_read(sqe, control_fd_, control_buf.data(),
+      io_uring_prep_read(sqe, control_.fd(), control_buf.data(),
                          static_cast<unsigned>(control_buf.size()), -1);
       io_uring_sqe_set_data64(sqe, kTagControl);
     }
@@ -1124,7 +905,7 @@ Status Capture::Run(CaptureSink& sink) {
   }
   SynthesizeExisting(sink);
   if (!options_.command.empty()) {
-    if (Status s = ReleaseCommand(); !s.ok()) {
+    if (Status s = child_.Release(); !s.ok()) {
       cleanup();
       return s;
     }
@@ -1132,7 +913,7 @@ Status Capture::Run(CaptureSink& sink) {
 
   // Commands are taken from now on, so an acknowledged ping means that
   // everything above is done.
-  if (control_fd_ >= 0) arm_control(false);
+  if (control_.fd() >= 0) arm_control(false);
 
   bool stop = false;
   Status status;
@@ -1150,8 +931,8 @@ Status Capture::Run(CaptureSink& sink) {
       if (tag == kTagSignal) {
         if (cqe->res == static_cast<int>(sizeof(siginfo))) {
           if (siginfo.ssi_signo == SIGCHLD) {
-            ReapChild(false);
-            if (child_status_ != -1) stop = command_ended_capture_ = true;
+            child_.Reap(false);
+            if (child_.exited()) stop = command_ended_capture_ = true;
           } else {
             stop = true;
           }
@@ -1167,7 +948,8 @@ Status Capture::Run(CaptureSink& sink) {
         // An inherited descriptor may be non-blocking (EAGAIN: wait for
         // input, then read); an end of file or an error ends commands.
         if (cqe->res > 0) {
-          if (OnControlInput({control_buf.data(), static_cast<size_t>(cqe->res)})) stop = true;
+          if (control_.OnInput({control_buf.data(), static_cast<size_t>(cqe->res)})) stop = true;
+          stats_.control_unknown = control_.unknown();
           arm_control(false);
         } else if (cqe->res == -EAGAIN || cqe->res == -EINTR) {
           arm_control(cqe->res == -EAGAIN);
@@ -1205,19 +987,9 @@ Status Capture::Run(CaptureSink& sink) {
     }
   }
   stats_.elapsed_seconds = elapsed();
-  if (child_ > 0 && child_status_ == -1) {
-    // Stopped by a signal or the duration while the command runs: end it the
-    // way a terminal would, and for good if it ignores that.
-    kill(child_, SIGINT);
-    for (int i = 0; i < 200 && child_status_ == -1; ++i) {
-      ReapChild(false);
-      if (child_status_ == -1) usleep(10'000);
-    }
-    if (child_status_ == -1) {
-      kill(child_, SIGKILL);
-      ReapChild(true);
-    }
-  }
+  // Stopped by a signal or the duration while the command runs: end it the
+  // way a terminal would, and for good if it ignores that.
+  child_.Stop();
   cleanup();
   return status;
 }

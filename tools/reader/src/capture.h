@@ -10,11 +10,7 @@
 // Both use the same sample_type (with IDENTIFIER), so one SampleFormat
 // parses every record.
 //
-// Modes, detected at Create() and never guessed:
-//   kMmap3        the kernel advertises PERF_MMAP3_CAP_PATH with our ABI
-//                 version and accepts the attr bit;
-//   kMmap2BuildId attr.build_id (Linux 5.12+);
-//   kMmap2        plain MMAP2.
+// The mode (capture_mode.h) is detected at Create() and never guessed.
 // Where the kernel gave no build-id, the capture reads it from
 // /proc/PID/map_files/<range> while the mapping exists and rewrites the MMAP2
 // (or MMAP3) record to carry it, noting the source in overrides().  Processes
@@ -46,6 +42,9 @@
 
 #include "address_space.h"
 #include "build_id_cache.h"
+#include "capture_mode.h"
+#include "child_process.h"
+#include "control.h"
 #include "inode_build_ids.h"
 #include "kallsyms.h"
 #include "perf_event_fd.h"
@@ -55,9 +54,6 @@
 #include "startup_stamps.h"
 
 namespace mmap3 {
-
-enum class CaptureMode { kMmap3, kMmap2BuildId, kMmap2 };
-const char* CaptureModeName(CaptureMode mode);
 
 struct CaptureOptions {
   enum class Target { kSystemWide, kPids, kCommand };
@@ -77,23 +73,9 @@ struct CaptureOptions {
   std::string mmap3_cap_path;  // "" means PERF_MMAP3_CAP_PATH
   BuildIdCache* cache = nullptr;  // optional
   // perf record's --control: "fifo:CTL[,ACK]" or "fd:CTL[,ACK]" ("" for
-  // none).  See ParseControlSpec() and Capture::Run().
+  // none).  See control.h.
   std::string control;
 };
-
-// A parsed --control argument.  Commands arrive on `ctl`, one per line:
-//   ping   answered with "ack\n" on `ack`;
-//   stop   ends the capture as SIGINT would (acknowledged first).
-// Nothing is read from `ctl` before the capture runs: the events are
-// enabled, the processes that existed are read and the command (if any) has
-// been started, so an acknowledged ping means "profiling now".
-struct ControlSpec {
-  bool fifo = false;      // paths (fifo:) or inherited descriptors (fd:)
-  std::string ctl, ack;   // fifo: paths; ack may be empty
-  int ctl_fd = -1, ack_fd = -1;  // fd: numbers; ack_fd may be -1
-};
-// Parses "fifo:CTL[,ACK]" or "fd:N[,M]"; the error says what is wrong.
-Result<ControlSpec> ParseControlSpec(const std::string& text);
 
 struct CaptureStats {
   uint64_t records = 0;
@@ -141,7 +123,7 @@ class Capture {
   const SourceOverrides& overrides() const { return overrides_; }
   const CaptureStats& stats() const { return stats_; }
   // Exit status of the command (as from waitpid), or -1.
-  int command_status() const { return child_status_; }
+  int command_status() const { return child_.status(); }
   // True if the command's exit ended the capture (not -d, a signal to us,
   // or an error first).
   bool command_ended_capture() const { return command_ended_capture_; }
@@ -151,13 +133,7 @@ class Capture {
  private:
   explicit Capture(CaptureOptions options) : options_(std::move(options)) {}
   Status Setup();
-  Status DetectMode();
   Status OpenEvents();
-  Status StartCommand();
-  Status ReleaseCommand();
-  Status OpenControl();
-  // Handles what a read of the control descriptor returned; true: stop.
-  bool OnControlInput(std::string_view bytes);
   void SynthesizeKernel(CaptureSink& sink);
   // At the end: lists in stats_ the modules synthesized at the start whose
   // range holds other code now.
@@ -175,7 +151,6 @@ class Capture {
   void CacheFile(uint32_t pid, uint64_t start, uint64_t end, const BuildId& id,
                  std::string_view path,
                  BuildIdCache::Priority priority = BuildIdCache::Priority::kLive);
-  void ReapChild(bool block);
 
   CaptureOptions options_;
   CaptureMode mode_ = CaptureMode::kMmap2;
@@ -189,16 +164,9 @@ class Capture {
   // -p: one event per target task (all of a task's events hang up together
   // when it and the children it inherited to are gone).
   std::vector<size_t> task_events_;
-  pid_t child_ = -1;
-  int child_status_ = -1;
+  ControlChannel control_;  // --control
+  ChildProcess child_;      // the command, if any
   bool command_ended_capture_ = false;
-  int go_pipe_ = -1;    // write end: releases the child into exec
-  int err_pipe_ = -1;   // read end: errno from a failed exec
-  // --control descriptors; closed by us only if we opened them (fifo:).
-  int control_fd_ = -1;
-  int ack_fd_ = -1;
-  bool own_control_fds_ = false;
-  std::string control_line_;  // a command not yet ended by a newline
   SourceOverrides overrides_;
   CaptureStats stats_;
   // So that a library mapped by many processes is parsed once per version.
