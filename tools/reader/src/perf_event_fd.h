@@ -45,6 +45,7 @@ class PerfEventFd {
   int fd() const { return fd_; }
   int cpu() const { return cpu_; }
   RingBuffer* ring() { return ring_ ? &*ring_ : nullptr; }
+  const RingBuffer* ring() const { return ring_ ? &*ring_ : nullptr; }
 
  private:
   PerfEventFd(int fd, int cpu) : fd_(fd), cpu_(cpu) {}

@@ -6,7 +6,7 @@
 #include <deque>
 #include <vector>
 
-#include "capture.h"
+#include "enrich.h"
 #include "linux/perf_event_mmap3.h"
 #include "record_writer.h"
 

@@ -1,0 +1,112 @@
+// The events of a capture and their ring buffers: the transport.
+//
+// Events, per CPU (per task and CPU with inheritance for -p and a command,
+// whose buffers are shared per CPU through PERF_EVENT_IOC_SET_OUTPUT):
+//   - a cpu-clock sampling event, woken per quarter buffer (watermark);
+//   - a side-band dummy event carrying COMM/FORK/EXIT/MMAP*, woken per
+//     record, so mappings are handled while they still exist.
+// Both use the same sample_type (with IDENTIFIER), so one SampleFormat
+// parses every record.  The events use CLOCK_MONOTONIC (where the kernel
+// has use_clockid), so that records synthesized from /proc can be timed.
+//
+// Contract: Drain() only moves bytes: every record the buffers hold goes to
+// the sink unchanged, in per-buffer order; the span is valid during the
+// call only.  Descriptors and mappings are owned here (PerfEventFd); the
+// descriptors handed out by buffer_fd() and task_fd() are borrowed.
+#ifndef MMAP3_READER_CAPTURE_EVENTS_H_
+#define MMAP3_READER_CAPTURE_EVENTS_H_
+
+#include <linux/perf_event.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "capture_mode.h"
+#include "perf_event_fd.h"
+#include "record.h"
+#include "result.h"
+
+namespace mmap3 {
+
+class CaptureSink;
+
+struct EventOptions {
+  // Whose events: every task (system-wide), each thread of `pids` that
+  // exists now and its children to come (-p), or the child `pids[0]`, held
+  // before exec (enable_on_exec).
+  enum class Scope { kSystemWide, kPids, kCommand };
+  Scope scope = Scope::kCommand;
+  std::vector<pid_t> pids;
+  CaptureMode mode = CaptureMode::kMmap2;
+  uint64_t frequency = 4000;
+  bool callchains = false;
+  size_t data_pages = 256;  // per CPU buffer, power of two
+};
+
+class CaptureEvents {
+ public:
+  // Opens the events, disabled, with their buffers mapped.  Falls back
+  // without read_format LOST (before 6.0), without use_clockid (before
+  // 4.1), and to user-space-only sampling (perf_event_paranoid 2).
+  static Result<CaptureEvents> Open(const EventOptions& options);
+
+  // The sampling event and the side-band event (task and mapping records).
+  const perf_event_attr& attr() const { return attr_; }
+  const perf_event_attr& sideband_attr() const { return sideband_attr_; }
+  SampleFormat format() const;
+  std::vector<uint64_t> ids(bool sideband) const;
+  // True if the events carry CLOCK_MONOTONIC times.
+  bool monotonic_clock() const;
+  // True if the events count their lost records (read_format LOST).
+  bool counts_lost() const { return read_lost_; }
+
+  Status EnableAll();
+  void DisableAll();
+
+  // Hands every record the buffers hold to `sink` (OnRecord only; no round
+  // ends here).  The number of records.
+  size_t Drain(CaptureSink& sink);
+  // True if a side-band buffer is so full that a record may have been lost
+  // since it was last drained.
+  bool SidebandNearlyFull();
+  // Records lost by the kernel (read_format LOST) over all events, or the
+  // side-band events only; 0 without counts_lost().
+  uint64_t LostRecords(bool sideband_only) const;
+
+  // The mapped buffers, for polling (descriptors borrowed).
+  size_t buffer_count() const { return buffers_.size(); }
+  int buffer_fd(size_t i) const { return events_[buffers_[i]].fd(); }
+  // -p: one event per target task (all of a task's events hang up together
+  // when it and the children it inherited to are gone).
+  size_t task_count() const { return task_events_.size(); }
+  int task_fd(size_t i) const { return events_[task_events_[i]].fd(); }
+
+  uint64_t records() const { return records_; }   // drained so far
+  uint64_t bad_size() const;   // ring-buffer records with impossible sizes
+  uint64_t straddled() const;  // records copied across the end of a buffer
+
+ private:
+  CaptureEvents() = default;
+  Status OpenAll(const EventOptions& options);
+
+  perf_event_attr attr_{};
+  perf_event_attr sideband_attr_{};
+  bool read_lost_ = false;
+  std::vector<PerfEventFd> events_;  // all events
+  std::vector<bool> is_sideband_;    // parallel to events_
+  std::vector<size_t> buffers_;      // indexes into events_ of mapped ones
+  std::vector<size_t> task_events_;  // indexes into events_
+  uint64_t records_ = 0;
+};
+
+// Online CPUs from /sys/devices/system/cpu/online.
+std::vector<int> OnlineCpus();
+// Parses a CPU list like "0-3,5,7-8".
+std::vector<int> ParseCpuList(std::string_view text);
+
+}  // namespace mmap3
+
+#endif  // MMAP3_READER_CAPTURE_EVENTS_H_

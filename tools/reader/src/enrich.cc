@@ -1,0 +1,112 @@
+#include "enrich.h"
+
+#include <algorithm>
+#include <string>
+
+#include "linux/perf_event_mmap3.h"
+#include "process_table.h"
+#include "record_writer.h"
+
+namespace mmap3 {
+
+Enricher::Enricher(EnrichOptions options, LiveSystem& system, SourceOverrides& overrides,
+                   CaptureSink& next)
+    : options_(std::move(options)),
+      system_(system),
+      overrides_(overrides),
+      next_(next),
+      ids_(system),
+      cache_(options_.cache, system) {}
+
+void Enricher::OnRecord(Bytes record) {
+  perf_event_header h;
+  if (!ReadHeader(record, &h)) return;
+  if (stamps_ != nullptr &&
+      (h.type == PERF_RECORD_COMM || h.type == PERF_RECORD_FORK || h.type == PERF_RECORD_MMAP ||
+       h.type == PERF_RECORD_MMAP2 || h.type == kRecordMmap3 || h.type == PERF_RECORD_LOST)) {
+    // While /proc is read: what changed, and when (see startup_stamps.h).
+    Record r;
+    if (DecodeRecord(record, options_.format, &r) == DecodeStatus::kOk) {
+      const auto* lost = std::get_if<LostRecord>(&r);
+      const auto& sideband = options_.sideband_ids;
+      stamps_->Observe(r, lost != nullptr &&
+                              std::find(sideband.begin(), sideband.end(), lost->id) != sideband.end());
+    }
+  }
+  if (h.type == PERF_RECORD_SAMPLE) {
+    ++stats_.samples;
+    next_.OnRecord(record);
+    return;
+  }
+  if (h.type == PERF_RECORD_LOST) {
+    Record r;
+    if (DecodeRecord(record, options_.format, &r) == DecodeStatus::kOk)
+      stats_.lost_records += std::get<LostRecord>(r).lost;
+    next_.OnRecord(record);
+    return;
+  }
+  if (h.type != PERF_RECORD_MMAP2 && h.type != kRecordMmap3) {
+    next_.OnRecord(record);
+    return;
+  }
+  OnMmap(record);
+}
+
+void Enricher::OnMmap(Bytes record) {
+  ++stats_.mmaps;
+  Record r;
+  if (DecodeRecord(record, options_.format, &r) != DecodeStatus::kOk) {
+    next_.OnRecord(record);  // counted as bad by the consumer
+    return;
+  }
+  MmapRecord& m = std::get<MmapRecord>(r);
+  // MMAP3 says why an id is missing.  NO_NOTE, NOT_ELF, NO_FILE and REFUSED
+  // are final; UNAVAILABLE, IO_ERROR, MALFORMED and statuses newer than this
+  // header are worth a second try through map_files.
+  const uint8_t st = m.build_id_status;
+  const bool final_status =
+      m.format == MmapFormat::kMmap3 &&
+      (st == PERF_MMAP3_BUILD_ID_NO_NOTE || st == PERF_MMAP3_BUILD_ID_NOT_ELF ||
+       st == PERF_MMAP3_BUILD_ID_NO_FILE || st == PERF_MMAP3_BUILD_ID_REFUSED);
+  BuildId id;
+  BuildIdSource source;
+  std::string error;
+  if (m.filename == "[vdso]" && m.build_id.empty() && !final_status && m.pid != kKernelPid) {
+    // MMAP2 has no build-id for the vDSO (it has no file); read its image.
+    id = ids_.OfVdso(m.pid, m.start, m.start + m.len, &error);
+    source = BuildIdSource::kVdso;
+  } else if (!m.build_id.empty() || final_status || IsSpecialPath(m.filename) ||
+             m.pid == kKernelPid) {
+    cache_.AddFile(m.pid, m.start, m.start + m.len, m.build_id, m.filename);
+    next_.OnRecord(record);
+    return;
+  } else {
+    // The kernel gave none: read it from the mapped inode while it is mapped.
+    id = ids_.OfFile(m.pid, m.start, m.start + m.len, &error);
+    source = BuildIdSource::kMapFiles;
+  }
+  if (id.empty()) {
+    if (!error.empty()) ++stats_.fill_failures;
+    next_.OnRecord(record);
+    return;
+  }
+  ++stats_.filled_build_ids;
+  overrides_.Add(m.pid, m.start, id, source);
+  cache_.AddFile(m.pid, m.start, m.start + m.len, id, m.filename);
+  next_.OnRecord(WithBuildId(m, id, options_.format));
+}
+
+std::vector<uint8_t> WithBuildId(MmapRecord m, const BuildId& id, const SampleFormat& format) {
+  if (m.format == MmapFormat::kMmap2) {
+    // The inode identity is lost, as with a kernel-provided build-id; the
+    // build-id is what attribution needs.
+    m.format = MmapFormat::kMmap2BuildId;
+    m.build_id = id;
+  } else if (m.format == MmapFormat::kMmap3) {
+    m.build_id = id;
+    m.build_id_status = PERF_MMAP3_BUILD_ID_FOUND;
+  }
+  return EncodeMmap(m, format);
+}
+
+}  // namespace mmap3

@@ -1,0 +1,78 @@
+#include "live_system.h"
+
+#include <cerrno>
+
+namespace mmap3 {
+namespace {
+
+// Opens the file mapped at `start`.  map_files names VMAs by their exact
+// current range; if the VMA was split (mprotect of RELRO, say) or merged
+// since the record, look up the one that now covers `start`.
+Result<UniqueFd> OpenCoveringMapping(uint32_t pid, uint64_t start, uint64_t end) {
+  auto fd = OpenMappedFile(static_cast<pid_t>(pid), start, end);
+  if (fd.ok() || fd.status().error_number() != ENOENT) return fd;
+  if (auto maps = ReadProcMaps(static_cast<pid_t>(pid)); maps.ok()) {
+    for (const ProcMapping& m : *maps) {
+      if (m.start <= start && start < m.end)
+        return OpenMappedFile(static_cast<pid_t>(pid), m.start, m.end);
+    }
+  }
+  return fd;
+}
+
+// Opens, through open(id), what /proc/<id> shows of process pid's address
+// space (map_files, mem): /proc/PID, or, once its main thread has exited
+// while others live on (a zombie leader: /proc/PID shows no mappings),
+// /proc/TID of a live thread.  A thread's file is kept only if the thread
+// is still listed under /proc/PID/task after the open, so a thread id
+// reused by another process never gives that process's file.
+template <typename Open>
+Result<UniqueFd> OpenInProcess(uint32_t pid, Open open) {
+  Result<UniqueFd> fd = open(pid);
+  const auto p = static_cast<pid_t>(pid);
+  if (fd.ok() || !HasNoMappings(p)) return fd;
+  for (pid_t tid : ListThreads(p)) {
+    if (tid == p) continue;
+    Result<UniqueFd> by_thread = open(static_cast<uint32_t>(tid));
+    if (!by_thread.ok()) continue;
+    if (IsThreadOf(p, tid)) return by_thread;
+  }
+  return fd;
+}
+
+}  // namespace
+
+bool IsSpecialPath(std::string_view path) {
+  return path.empty() || path[0] == '[' || path.starts_with("//anon") ||
+         path.starts_with("/dev/zero") || path.starts_with("/memfd:") ||
+         path.starts_with("anon_inode:");
+}
+
+Result<std::vector<ProcMapping>> ProcLiveSystem::Maps(pid_t pid) { return ReadProcMaps(pid); }
+
+std::vector<pid_t> ProcLiveSystem::Threads(pid_t pid) { return ListThreads(pid); }
+
+std::string ProcLiveSystem::Comm(pid_t pid, pid_t tid) { return ReadComm(pid, tid); }
+
+Result<UniqueFd> ProcLiveSystem::OpenMapping(uint32_t pid, uint64_t start, uint64_t end) {
+  return OpenInProcess(pid, [&](uint32_t id) { return OpenCoveringMapping(id, start, end); });
+}
+
+Result<UniqueFd> ProcLiveSystem::OpenVdso(uint32_t pid, uint64_t start, uint64_t end) {
+  return OpenInProcess(
+      pid, [&](uint32_t id) { return ReadVdsoImage(static_cast<pid_t>(id), start, end); });
+}
+
+uint64_t ProcLiveSystem::MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+timespec ProcLiveSystem::RealTime() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return ts;
+}
+
+}  // namespace mmap3

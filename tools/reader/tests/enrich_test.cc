@@ -1,0 +1,534 @@
+// The enrichment stage in isolation: records in, records out, with /proc
+// and the clocks played by a fake whose "mapped files" are ELF fixtures.
+#include "enrich.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "build_id_cache.h"
+#include "fixtures.h"
+#include "linux/perf_event_mmap3.h"
+#include "record_writer.h"
+
+namespace mmap3 {
+namespace {
+
+using testing::Id;
+using testing::kIdV1;
+using testing::kIdV2;
+using testing::kIdV3;
+using testing::TempDir;
+
+const SampleFormat kFormat{PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
+                               PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD,
+                           PERF_FORMAT_ID, true};
+constexpr uint64_t kStep = 1'000'000;  // the fake clock's tick: far above StartupStamps' margin
+constexpr uint32_t kPid = 4242;
+constexpr uint64_t kLibStart = 0x7f0000001000;
+constexpr uint64_t kLibEnd = 0x7f0000003000;
+constexpr uint64_t kVdsoStart = 0x7fff00000000;
+constexpr uint64_t kVdsoEnd = 0x7fff00002000;
+
+// /proc as a test says it is.  OpenMapping() and OpenVdso() open the file
+// the test put at (pid, start): that is what map_files would open.
+class FakeSystem final : public LiveSystem {
+ public:
+  std::map<pid_t, std::vector<ProcMapping>> maps;
+  std::map<pid_t, std::vector<pid_t>> threads;
+  std::map<pid_t, std::string> comms;  // by tid
+  std::map<std::pair<uint32_t, uint64_t>, std::string> mapped;  // (pid, start) -> file
+  // Called at each open of a mapping, before it is opened.
+  std::function<void(uint32_t pid, uint64_t start)> on_open;
+  std::vector<uint64_t> clock_readings;
+  timespec real_time{};  // 0: now
+  int opens = 0;
+
+  Result<std::vector<ProcMapping>> Maps(pid_t pid) override {
+    auto it = maps.find(pid);
+    if (it == maps.end()) return Status::FromErrno(ESRCH, "maps");
+    return it->second;
+  }
+  std::vector<pid_t> Threads(pid_t pid) override {
+    auto it = threads.find(pid);
+    return it == threads.end() ? std::vector<pid_t>{} : it->second;
+  }
+  std::string Comm(pid_t, pid_t tid) override { return comms[tid]; }
+  Result<UniqueFd> OpenMapping(uint32_t pid, uint64_t start, uint64_t) override {
+    return Open(pid, start);
+  }
+  Result<UniqueFd> OpenVdso(uint32_t pid, uint64_t start, uint64_t) override {
+    return Open(pid, start);
+  }
+  uint64_t MonotonicNs() override {
+    const uint64_t t = kStep * (clock_readings.size() + 1000);
+    clock_readings.push_back(t);
+    return t;
+  }
+  timespec RealTime() override {
+    if (real_time.tv_sec != 0) return real_time;
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts;
+  }
+
+ private:
+  Result<UniqueFd> Open(uint32_t pid, uint64_t start) {
+    ++opens;
+    if (on_open) on_open(pid, start);
+    auto it = mapped.find({pid, start});
+    if (it == mapped.end()) return Status::FromErrno(ENOENT, "map_files");
+    return OpenRegularFile(it->second);
+  }
+};
+
+class CollectSink final : public CaptureSink {
+ public:
+  struct Item {
+    std::vector<uint8_t> bytes;  // empty: a round end
+  };
+  std::vector<Item> items;
+  void OnRecord(Bytes record) override { items.push_back({{record.begin(), record.end()}}); }
+  void OnRoundEnd() override { items.push_back({}); }
+
+  std::vector<Record> Records() const {
+    std::vector<Record> out;
+    for (const Item& i : items) {
+      if (i.bytes.empty()) continue;
+      Record r;
+      EXPECT_EQ(DecodeRecord(i.bytes, kFormat, &r), DecodeStatus::kOk);
+      out.push_back(r);
+    }
+    return out;
+  }
+  size_t round_ends() const {
+    size_t n = 0;
+    for (const Item& i : items) n += i.bytes.empty();
+    return n;
+  }
+};
+
+// The rings, as a list of records the "kernel" wrote, handed to the
+// enricher at the next Drain().
+class FakeRings final : public RingSource {
+ public:
+  explicit FakeRings(CaptureSink* to = nullptr) : to_(to) {}
+  void set_to(CaptureSink* to) { to_ = to; }
+  std::deque<std::vector<uint8_t>> pending;
+  size_t drains = 0;
+  size_t Drain() override {
+    ++drains;
+    size_t n = 0;
+    while (!pending.empty()) {
+      std::vector<uint8_t> r = std::move(pending.front());
+      pending.pop_front();
+      to_->OnRecord(r);
+      ++n;
+    }
+    return n;
+  }
+  bool SidebandNearlyFull() override { return false; }
+  std::optional<uint64_t> SidebandLost() override { return 0; }
+
+ private:
+  CaptureSink* to_;
+};
+
+MmapRecord KernelMmap2(uint32_t pid, uint64_t start, uint64_t end, std::string_view path,
+                       uint64_t time) {
+  MmapRecord m;
+  m.format = MmapFormat::kMmap2;
+  m.misc = PERF_RECORD_MISC_USER;
+  m.pid = m.tid = pid;
+  m.start = start;
+  m.len = end - start;
+  m.has_inode = true;
+  m.maj = 8;
+  m.min = 1;
+  m.ino = 1234;
+  m.prot = 5;
+  m.flags = 2;
+  m.filename = path;
+  m.sample_id = {true, true, true, true, pid, pid, time, 77, 0};
+  return m;
+}
+
+ProcMapping Mapping(uint64_t start, uint64_t end, std::string path, bool exec = true) {
+  ProcMapping m;
+  m.start = start;
+  m.end = end;
+  m.readable = true;
+  m.executable = exec;
+  m.maj = 8;
+  m.min = 1;
+  m.ino = 99;
+  m.path = std::move(path);
+  return m;
+}
+
+class EnricherTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    ASSERT_TRUE(testing::BuildSharedLibrary(dir_->File("v1.so"), "f", kIdV1));
+    ASSERT_TRUE(testing::BuildSharedLibrary(dir_->File("v2.so"), "f", kIdV2));
+    ASSERT_TRUE(testing::BuildSharedLibrary(dir_->File("vdso.so"), "g", kIdV3));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string Fixture(const char* name) { return dir_->File(name); }
+
+  Enricher& Make(CaptureMode mode = CaptureMode::kMmap2, BuildIdCache* cache = nullptr) {
+    EnrichOptions o;
+    o.mode = mode;
+    o.format = kFormat;
+    o.monotonic_clock = true;
+    o.cache = cache;
+    enricher_ = std::make_unique<Enricher>(o, system_, overrides_, out_);
+    return *enricher_;
+  }
+  // One record through the stage: what came out.
+  std::vector<Record> Feed(const std::vector<uint8_t>& record) {
+    out_.items.clear();
+    enricher_->OnRecord(record);
+    return out_.Records();
+  }
+
+  static TempDir* dir_;
+  FakeSystem system_;
+  SourceOverrides overrides_;
+  CollectSink out_;
+  std::unique_ptr<Enricher> enricher_;
+};
+TempDir* EnricherTest::dir_ = nullptr;
+
+const MmapRecord& AsMmap(const Record& r) {
+  EXPECT_TRUE(std::holds_alternative<MmapRecord>(r));
+  static const MmapRecord kNone;
+  return std::holds_alternative<MmapRecord>(r) ? std::get<MmapRecord>(r) : kNone;
+}
+
+TEST_F(EnricherTest, AnMmap2WithoutBuildIdGetsTheMappedFilesId) {
+  // The record's path holds nothing: the id must come from the mapping.
+  system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
+  Make();
+  auto out = Feed(EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/gone/libx.so", 5), kFormat));
+  ASSERT_EQ(out.size(), 1u);
+  const MmapRecord& m = AsMmap(out[0]);
+  EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
+  EXPECT_EQ(m.build_id, Id(kIdV1));
+  EXPECT_EQ(m.start, kLibStart);
+  EXPECT_EQ(m.filename, "/gone/libx.so");
+  EXPECT_EQ(m.sample_id.time, 5u);  // still where the kernel put it in time
+  const BuildIdSource* source = overrides_.Find(kPid, kLibStart, Id(kIdV1));
+  ASSERT_NE(source, nullptr);
+  EXPECT_EQ(*source, BuildIdSource::kMapFiles);
+  EXPECT_EQ(enricher_->stats().filled_build_ids, 1u);
+  EXPECT_EQ(enricher_->stats().mmaps, 1u);
+}
+
+TEST_F(EnricherTest, AnMmap3WhoseIdWasUnavailableGetsItWithStatusFound) {
+  system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
+  Make(CaptureMode::kMmap3);
+  MmapRecord in = KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5);
+  in.format = MmapFormat::kMmap3;
+  in.build_id_status = PERF_MMAP3_BUILD_ID_UNAVAILABLE;
+  auto out = Feed(EncodeMmap(in, kFormat));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(AsMmap(out[0]).format, MmapFormat::kMmap3);
+  EXPECT_EQ(AsMmap(out[0]).build_id, Id(kIdV1));
+  EXPECT_EQ(AsMmap(out[0]).build_id_status, PERF_MMAP3_BUILD_ID_FOUND);
+  EXPECT_EQ(AsMmap(out[0]).ino, 1234u);  // both identities kept
+}
+
+TEST_F(EnricherTest, RecordsThatNeedNothingPassUnchangedWithoutOpeningAnything) {
+  system_.mapped[{kPid, kLibStart}] = Fixture("v2.so");
+  Make(CaptureMode::kMmap3);
+  std::vector<std::vector<uint8_t>> inputs;
+  MmapRecord with_id = KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5);
+  with_id.format = MmapFormat::kMmap2BuildId;
+  with_id.build_id = Id(kIdV1);  // the kernel's word stands
+  inputs.push_back(EncodeMmap(with_id, kFormat));
+  MmapRecord no_note = KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 6);
+  no_note.format = MmapFormat::kMmap3;
+  no_note.build_id_status = PERF_MMAP3_BUILD_ID_NO_NOTE;  // final
+  inputs.push_back(EncodeMmap(no_note, kFormat));
+  inputs.push_back(EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "//anon", 7), kFormat));
+  CommRecord c;
+  c.pid = c.tid = kPid;
+  c.comm = "prog";
+  c.sample_id = {true, true, true, true, kPid, kPid, 8, 77, 0};
+  inputs.push_back(EncodeComm(c, kFormat));
+  for (const auto& in : inputs) {
+    out_.items.clear();
+    enricher_->OnRecord(in);
+    ASSERT_EQ(out_.items.size(), 1u);
+    EXPECT_EQ(out_.items[0].bytes, in);
+  }
+  EXPECT_EQ(system_.opens, 0);
+  EXPECT_EQ(overrides_.size(), 0u);
+}
+
+TEST_F(EnricherTest, TheVdsoGetsTheIdOfItsImage) {
+  system_.mapped[{kPid, kVdsoStart}] = Fixture("vdso.so");
+  Make();
+  auto out = Feed(EncodeMmap(KernelMmap2(kPid, kVdsoStart, kVdsoEnd, "[vdso]", 5), kFormat));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(AsMmap(out[0]).build_id, Id(kIdV3));
+  const BuildIdSource* source = overrides_.Find(kPid, kVdsoStart, Id(kIdV3));
+  ASSERT_NE(source, nullptr);
+  EXPECT_EQ(*source, BuildIdSource::kVdso);
+}
+
+TEST_F(EnricherTest, AMappingThatCannotBeReadIsPassedOnWithoutAnIdAndCounted) {
+  Make();  // nothing mapped: the process is gone
+  const auto in = EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat);
+  out_.items.clear();
+  enricher_->OnRecord(in);
+  ASSERT_EQ(out_.items.size(), 1u);
+  EXPECT_EQ(out_.items[0].bytes, in);
+  EXPECT_EQ(enricher_->stats().fill_failures, 1u);
+  EXPECT_EQ(enricher_->stats().filled_build_ids, 0u);
+}
+
+// A path replaced by rename() (another inode), and a file rewritten in
+// place (same inode): a later mapping of it must get the new contents' id,
+// though the old one was read (and remembered) first.
+TEST_F(EnricherTest, AFileReplacedByRenameIsNotGivenTheOldId) {
+  TempDir work;
+  const std::string lib = work.File("libx.so");
+  ASSERT_EQ(std::system(("cp " + Fixture("v1.so") + " " + lib).c_str()), 0);
+  // Long unchanged as far as the memo can tell: an hour later.
+  system_.real_time = {time(nullptr) + 3600, 0};
+  system_.mapped[{kPid, kLibStart}] = lib;
+  Make();
+  auto a = Feed(EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat));
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(AsMmap(a[0]).build_id, Id(kIdV1));
+
+  ASSERT_EQ(std::system(("cp " + Fixture("v2.so") + " " + lib + ".new && mv " + lib + ".new " +
+                         lib).c_str()), 0);
+  system_.mapped[{kPid + 1, kLibStart}] = lib;
+  auto b = Feed(EncodeMmap(KernelMmap2(kPid + 1, kLibStart, kLibEnd, "/lib/libx.so", 6), kFormat));
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(AsMmap(b[0]).build_id, Id(kIdV2));
+}
+
+TEST_F(EnricherTest, AFileRewrittenInPlaceIsNotGivenTheOldId) {
+  TempDir work;
+  const std::string lib = work.File("libx.so");
+  auto write_as = [&](const char* fixture, time_t mtime) {
+    // In place: the same inode, truncated and rewritten.
+    ASSERT_EQ(std::system(("cat " + Fixture(fixture) + " > " + lib).c_str()), 0);
+    const timespec times[2] = {{mtime, 0}, {mtime, 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, lib.c_str(), times, 0), 0);
+  };
+  const time_t now = time(nullptr);
+  write_as("v1.so", now - 100);
+  struct stat v1;
+  ASSERT_EQ(stat(lib.c_str(), &v1), 0);
+  system_.real_time = {now + 3600, 0};
+  system_.mapped[{kPid, kLibStart}] = lib;
+  Make();
+  auto a = Feed(EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat));
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(AsMmap(a[0]).build_id, Id(kIdV1));
+
+  write_as("v2.so", now - 50);
+  struct stat v2;
+  ASSERT_EQ(stat(lib.c_str(), &v2), 0);
+  ASSERT_EQ(v2.st_ino, v1.st_ino);  // really in place
+  system_.mapped[{kPid + 1, kLibStart}] = lib;
+  auto b = Feed(EncodeMmap(KernelMmap2(kPid + 1, kLibStart, kLibEnd, "/lib/libx.so", 6), kFormat));
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(AsMmap(b[0]).build_id, Id(kIdV2));
+}
+
+TEST_F(EnricherTest, AFilledFileGoesToTheBuildIdCacheFromItsMapping) {
+  TempDir cache_dir;
+  BuildIdCache cache(cache_dir.path());
+  cache.Start();
+  // The path in the record no longer holds the file: the copy is of the
+  // mapped inode.
+  system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
+  Make(CaptureMode::kMmap2, &cache);
+  auto out = Feed(EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/gone/libx.so", 5), kFormat));
+  ASSERT_EQ(out.size(), 1u);
+  cache.Stop();
+  EXPECT_EQ(cache.stats().copied, 1u);
+  struct stat st;
+  EXPECT_EQ(stat(BuildIdCache::ElfPath(cache_dir.path(), "/gone/libx.so", Id(kIdV1)).c_str(), &st),
+            0);
+}
+
+// -a and -p: a process that existed before the capture.
+class SynthesisTest : public EnricherTest {
+ protected:
+  void SetUp() override {
+    system_.maps[kPid] = {Mapping(kLibStart, kLibEnd, "/lib/libx.so"),
+                          Mapping(kLibEnd, kLibEnd + 0x1000, "/lib/libx.so", /*exec=*/false),
+                          Mapping(0x10000, 0x11000, "", /*exec=*/true),  // JIT code: no file
+                          Mapping(kVdsoStart, kVdsoEnd, "[vdso]")};
+    system_.threads[kPid] = {kPid, kPid + 1};
+    system_.comms[kPid] = "prog";
+    system_.comms[kPid + 1] = "worker";
+    system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
+    system_.mapped[{kPid, kVdsoStart}] = Fixture("vdso.so");
+  }
+  // The times the enricher read the clock: [0] before /proc was read, [1]
+  // after, [2] after the build-ids were read.
+  uint64_t Reading(size_t i) const { return system_.clock_readings.at(i); }
+  void Synthesize(FakeRings& rings) {
+    rings.set_to(enricher_.get());
+    enricher_->SynthesizeProcesses({kPid}, rings);
+  }
+};
+
+TEST_F(SynthesisTest, CommsThenMappingsWithIdsThenOneRoundEnd) {
+  Make();
+  FakeRings rings;
+  Synthesize(rings);
+  ASSERT_EQ(out_.items.size(), 5u);
+  ASSERT_TRUE(out_.items.back().bytes.empty());  // the round ends after them, once
+  EXPECT_EQ(out_.round_ends(), 1u);
+  auto records = out_.Records();
+  ASSERT_EQ(records.size(), 4u);
+  const auto& c0 = std::get<CommRecord>(records[0]);
+  const auto& c1 = std::get<CommRecord>(records[1]);
+  EXPECT_EQ(c0.tid, kPid);
+  EXPECT_EQ(c0.comm, "prog");
+  EXPECT_EQ(c1.tid, kPid + 1);
+  EXPECT_EQ(c1.comm, "worker");
+  const MmapRecord& lib = AsMmap(records[2]);
+  EXPECT_EQ(lib.format, MmapFormat::kMmap2BuildId);
+  EXPECT_EQ(lib.build_id, Id(kIdV1));
+  EXPECT_EQ(lib.filename, "/lib/libx.so");
+  const MmapRecord& vdso = AsMmap(records[3]);
+  EXPECT_EQ(vdso.filename, "[vdso]");
+  EXPECT_EQ(vdso.build_id, Id(kIdV3));
+  // Nothing changed while they were read: they held before the capture.
+  for (const Record& r : records) {
+    const SampleId& sid = std::holds_alternative<CommRecord>(r) ? std::get<CommRecord>(r).sample_id
+                                                                : std::get<MmapRecord>(r).sample_id;
+    EXPECT_EQ(sid.time, 0u);
+    EXPECT_EQ(sid.pid, kPid);
+  }
+  EXPECT_EQ(enricher_->stats().synthesized, 4u);
+  ASSERT_TRUE(enricher_->stats().startup.has_value());
+  EXPECT_EQ(enricher_->stats().startup->processes, 1u);
+  EXPECT_EQ(enricher_->stats().startup->changed_during_read, 0u);
+  EXPECT_GE(rings.drains, 1u);  // the kernel's records are taken in before deciding
+}
+
+TEST_F(SynthesisTest, InMmap3ModeBothIdentitiesAreKept) {
+  Make(CaptureMode::kMmap3);
+  FakeRings rings;
+  Synthesize(rings);
+  auto records = out_.Records();
+  ASSERT_EQ(records.size(), 4u);
+  const MmapRecord& lib = AsMmap(records[2]);
+  EXPECT_EQ(lib.format, MmapFormat::kMmap3);
+  EXPECT_EQ(lib.build_id_status, PERF_MMAP3_BUILD_ID_FOUND);
+  EXPECT_EQ(lib.ino, 99u);
+}
+
+TEST_F(SynthesisTest, AMappingChangedBeforeTheReadHoldsFromThatChange) {
+  Make();
+  FakeRings rings;
+  // The kernel reported a remap of the library's range long before /proc
+  // was read (the fake clock starts at 1000 steps).
+  const uint64_t change = 10 * kStep;
+  rings.pending.push_back(
+      EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", change), kFormat));
+  Synthesize(rings);
+  auto records = out_.Records();
+  // The kernel's record is handed on first (no round ended before the
+  // synthesized ones), then the synthesized ones.
+  ASSERT_EQ(records.size(), 5u);
+  EXPECT_EQ(AsMmap(records[0]).sample_id.time, change);
+  EXPECT_EQ(out_.round_ends(), 1u);
+  EXPECT_TRUE(out_.items.back().bytes.empty());
+  const MmapRecord& lib = AsMmap(records[3]);
+  EXPECT_EQ(lib.filename, "/lib/libx.so");
+  EXPECT_EQ(lib.sample_id.time, change);
+  EXPECT_EQ(AsMmap(records[4]).sample_id.time, 0u);  // [vdso] untouched
+}
+
+TEST_F(SynthesisTest, AMappingChangedWhileItWasReadIsLeftToTheKernelsRecord) {
+  Make();
+  FakeRings rings;
+  // Queued when the build-ids are read; timed between the clock readings
+  // around the /proc read.
+  bool queued = false;
+  system_.on_open = [&](uint32_t, uint64_t start) {
+    if (start != kLibStart || queued) return;
+    queued = true;
+    const uint64_t during = (Reading(0) + Reading(1)) / 2;
+    rings.pending.push_back(
+        EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/other.so", during), kFormat));
+  };
+  Synthesize(rings);
+  auto records = out_.Records();
+  // The kernel's record, two comms, the [vdso]; not the library as read.
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(AsMmap(records[0]).filename, "/lib/other.so");
+  EXPECT_EQ(AsMmap(records[3]).filename, "[vdso]");
+  EXPECT_EQ(enricher_->stats().startup->changed_during_read, 1u);
+}
+
+TEST_F(SynthesisTest, AMappingRemappedAfterTheReadIsNotGivenTheNewFilesId) {
+  // Remapped after /proc/PID/maps was read, before map_files was opened:
+  // map_files shows the new file, whose id must not be lent to the mapping
+  // that was read.
+  Make(CaptureMode::kMmap3);
+  FakeRings rings;
+  bool queued = false;
+  system_.on_open = [&](uint32_t, uint64_t start) {
+    if (start != kLibStart || queued) return;
+    queued = true;
+    system_.mapped[{kPid, kLibStart}] = Fixture("v2.so");
+    const uint64_t after_read = Reading(1) + kStep / 2;  // before the next reading
+    rings.pending.push_back(
+        EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", after_read), kFormat));
+  };
+  Synthesize(rings);
+  auto records = out_.Records();
+  ASSERT_EQ(records.size(), 5u);  // the kernel's record, 2 comms, the library, the [vdso]
+  ASSERT_EQ(system_.clock_readings.size(), 3u);
+  EXPECT_LT(AsMmap(records[0]).sample_id.time, Reading(2));
+  const MmapRecord& lib = AsMmap(records[3]);
+  EXPECT_EQ(lib.filename, "/lib/libx.so");
+  EXPECT_TRUE(lib.build_id.empty()) << lib.build_id.Hex();
+  EXPECT_EQ(lib.build_id_status, PERF_MMAP3_BUILD_ID_UNAVAILABLE);
+  EXPECT_EQ(lib.sample_id.time, 0u);  // what was read held until the remap
+  EXPECT_GE(enricher_->stats().fill_failures, 1u);
+}
+
+TEST_F(SynthesisTest, AProcessGoneBeforeItsReadIsSkipped) {
+  Make();
+  FakeRings rings;
+  rings.set_to(enricher_.get());
+  enricher_->SynthesizeProcesses({kPid + 100}, rings);
+  EXPECT_EQ(out_.round_ends(), 1u);
+  EXPECT_TRUE(out_.Records().empty());
+  EXPECT_EQ(enricher_->stats().startup->processes, 0u);
+}
+
+}  // namespace
+}  // namespace mmap3
