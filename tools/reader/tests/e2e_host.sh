@@ -22,7 +22,8 @@ SUITE=${E2E_SUITE:-e2e_host}
 
 rm -rf "$WORK_DIR"
 mkdir -p "$WORK_DIR"
-W=$WORK_DIR
+# absolute: the reader reports absolute paths, which the checks compare with
+W=$(cd "$WORK_DIR" && pwd)
 passed=()
 failed=()
 skipped=()
