@@ -408,11 +408,31 @@ Result<UniqueFd> BuildIdCache::OpenEntry(const std::string& dir, const std::stri
   if (!root.valid()) return ErrnoStatus("open the build-id cache directory " + dir);
   std::vector<std::string> entry = std::move(*components);
   entry.push_back(id.Hex());
-  bool refused = false;
-  auto entry_dir = OpenDirs(root.get(), dir, entry, entry.size(), /*create=*/false, &refused);
-  if (!entry_dir.ok()) return entry_dir.status();
+  // The file carries no build-id: it is the one stored for `id` only if no
+  // one else could have renamed it (or a directory above it) into place,
+  // i.e. could have written to any directory below <dir>.  (<dir> itself is
+  // the user's choice; a shared cache is world-writable.)
+  UniqueFd entry_dir(dup(root.get()));
+  if (!entry_dir.valid()) return ErrnoStatus("dup");
+  std::string shown_dir = dir;
+  for (const std::string& name : entry) {
+    bool refused = false;
+    auto next = OpenDirs(entry_dir.get(), shown_dir, {name}, 1, /*create=*/false, &refused);
+    if (!next.ok()) return next.status();
+    shown_dir += "/" + PrintableName(name);
+    struct stat st;
+    if (fstat(next->get(), &st) != 0) return ErrnoStatus("stat " + shown_dir);
+    const bool others_write = (st.st_uid != geteuid() && st.st_uid != 0) ||
+                              (st.st_mode & S_IWOTH) != 0 ||
+                              ((st.st_mode & S_IWGRP) != 0 && st.st_gid != getegid());
+    if (others_write)
+      return Status::Failure(shown_dir +
+                             ": a directory others could write to (entries could be renamed "
+                             "into it); not used");
+    entry_dir = std::move(*next);
+  }
   const std::string shown = dir + "/" + PrintableName(Join(entry)) + "/" + file_name;
-  auto fd = OpenRegularFileAt(entry_dir->get(), file_name, shown);
+  auto fd = OpenRegularFileAt(entry_dir.get(), file_name, shown);
   if (!fd.ok()) return fd.status();
   struct stat st;
   if (fstat(fd->get(), &st) != 0) return ErrnoStatus("stat " + shown);

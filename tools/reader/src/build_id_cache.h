@@ -169,7 +169,9 @@ class BuildIdCache {
   // Opens <dir>/<path>/<id>/<file_name> for reading, for files whose
   // contents cannot be checked against the id (kernel symbols): nothing
   // below <dir> is followed, and only a regular file owned by us or root and
-  // writable by its owner alone is opened (what InsertContents() keeps).
+  // writable by its owner alone is opened (what InsertContents() keeps), in
+  // directories below <dir> that are ours or root's and that no one else
+  // can write to (who could would rename another id's file into place).
   static Result<UniqueFd> OpenEntry(const std::string& dir, const std::string& path,
                                     const BuildId& id, const std::string& file_name);
 

@@ -28,15 +28,17 @@ constexpr const char* kKernelName = "[kernel.kallsyms]";
 class RecordSink : public CaptureSink {
  public:
   RecordSink(Profile& profile, PerfDataWriter* writer, SampleFormat format,
-             const std::function<void(const CaptureStats&)>& on_status)
-      : profile_(profile), writer_(writer), format_(format), on_status_(on_status) {}
+             const std::function<void(const CaptureStats&)>& on_status,
+             const std::function<void(const Status&)>& on_output_error)
+      : profile_(profile), writer_(writer), format_(format), on_status_(on_status),
+        on_output_error_(on_output_error) {}
 
   void OnRecord(Bytes record) override {
-    if (writer_ != nullptr && status_.ok()) status_ = writer_->Write(record);
+    Write(record);
     sorter_.Push(RecordTime(record, format_), record);
   }
   void OnRoundEnd() override {
-    if (writer_ != nullptr && status_.ok()) status_ = writer_->Write(EncodeFinishedRound());
+    Write(EncodeFinishedRound());
     sorter_.FinishRound([this](Bytes r) { profile_.Process(r); });
   }
   void OnTick(const CaptureStats& stats) override {
@@ -49,10 +51,19 @@ class RecordSink : public CaptureSink {
   uint64_t late_records() const { return sorter_.late(); }
 
  private:
+  // The first failure to write the output (a full filesystem) is said when
+  // it happens, not when the capture ends; nothing is written after it.
+  void Write(Bytes record) {
+    if (writer_ == nullptr || !status_.ok()) return;
+    status_ = writer_->Write(record);
+    if (!status_.ok() && on_output_error_) on_output_error_(status_);
+  }
+
   Profile& profile_;
   PerfDataWriter* writer_;
   SampleFormat format_;
   const std::function<void(const CaptureStats&)>& on_status_;
+  const std::function<void(const Status&)>& on_output_error_;
   RecordSorter sorter_;
   Status status_;
 };
@@ -175,7 +186,8 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   Profile profile(profile_options);
   profile.SetFormat(c.format());
 
-  RecordSink sink(profile, writer ? &*writer : nullptr, c.format(), options.on_status);
+  RecordSink sink(profile, writer ? &*writer : nullptr, c.format(), options.on_status,
+                  options.on_output_error);
   Status run = c.Run(sink);
   sink.Finish();
   if (!run.ok()) return run;
@@ -397,19 +409,12 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
     a.attr.mmap2 = 1;
     a.attr.build_id = 1;
   }
-  // Written to a new file beside the output and renamed: the output may be
-  // the input (converted in place; the reader maps the old inode), a failure
-  // leaves no half-written file behind, and no existing file (the input
-  // included) is ever truncated (mkstemp creates it exclusively).
-  std::string tmp = options.output + ".XXXXXX";
-  const int tmp_fd = mkstemp(tmp.data());
-  if (tmp_fd < 0) return ErrnoStatus("create a temporary file for " + options.output);
-  close(tmp_fd);
-  auto w = PerfDataWriter::Create(tmp, std::move(attrs));
-  if (!w.ok()) {
-    unlink(tmp.c_str());
-    return w.status();
-  }
+  // The writer names the output only once it is complete (see perf_data.h):
+  // the output may be the input (converted in place; the reader maps the
+  // old inode), a failure leaves no half-written file behind, and no
+  // existing file (the input included) is ever truncated.
+  auto w = PerfDataWriter::Create(options.output, std::move(attrs));
+  if (!w.ok()) return w.status();
   PerfDataWriter& writer = *w;
 
   InjectResult result;
@@ -455,12 +460,7 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
     if (meta.is_object()) meta["injected"] = "MMAP3 records rewritten as MMAP2 for perf";
     status = writer.Finish(r.build_ids(), meta.is_object() ? meta.dump() : r.meta_json());
   }
-  if (status.ok() && rename(tmp.c_str(), options.output.c_str()) != 0)
-    status = ErrnoStatus("rename " + tmp + " to " + options.output);
-  if (!status.ok()) {
-    unlink(tmp.c_str());
-    return status;
-  }
+  if (!status.ok()) return status;
   return result;
 }
 

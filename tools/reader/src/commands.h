@@ -22,6 +22,10 @@ struct RecordOptions {
   std::function<void(const CaptureStats&)> on_status;  // live status, may be empty
   // The cache's warnings, when they happen (on a copy worker); may be empty.
   std::function<void(const std::string&)> on_cache_warning;
+  // The first error writing `output`, when it happens (on the capture's
+  // thread); RunRecord() still returns it when the capture ends, and the
+  // output keeps what it had.  May be empty.
+  std::function<void(const Status&)> on_output_error;
 };
 
 struct RecordResult {

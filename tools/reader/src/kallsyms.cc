@@ -178,7 +178,11 @@ std::vector<size_t> ModulesOverlaid(const std::vector<KernelModule>& before,
       if (a.name != m.name || a.start != m.start || a.build_id != m.build_id) overlaid = true;
     }
     // Code that is no module's: BPF programs, ftrace and kprobe pages.
-    for (const auto& [owner, symbols] : after_kallsyms.owners) {
+    for (const auto& owned : after_kallsyms.owners) {
+      // Named, not a structured binding: clang before 16 (Debian 12's 14,
+      // which builds make fuzz) cannot capture those in a lambda.
+      const std::string& owner = owned.first;
+      const std::vector<ElfSymbol>& symbols = owned.second;
       if (overlaid) break;
       if (std::any_of(after.begin(), after.end(),
                       [&](const KernelModule& a) { return a.name == owner; }))

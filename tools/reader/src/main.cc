@@ -335,6 +335,14 @@ int Main(int argc, char** argv) {
         fmt::print(stderr, "{}mmap3-reader: warning: {}\n", status_line ? "\r\033[K" : "", message);
       };
     }
+    // Even with -q: the capture is lost, and the user should not find out
+    // at the end of it.
+    ro.on_output_error = [status_line, output](const Status& error) {
+      fmt::print(stderr,
+                 "{}mmap3-reader: error: {}: the capture cannot be saved; nothing more is "
+                 "written and {} keeps what it had (stop the capture)\n",
+                 status_line ? "\r\033[K" : "", error.ToString(), output);
+    };
     if (status_line) {
       ro.on_status = [](const CaptureStats& s) {
         double rate = s.elapsed_seconds > 0 ? static_cast<double>(s.samples) / s.elapsed_seconds : 0;

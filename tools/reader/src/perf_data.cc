@@ -2,10 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "files.h"
 
@@ -43,6 +48,19 @@ struct BuildIdEntryHeader {
 };
 static_assert(sizeof(BuildIdEntryHeader) == 36);
 
+// A fresh hidden name for a file being written beside `path`.
+std::string HiddenName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof(r), 0) != static_cast<ssize_t>(sizeof(r))) {
+    static std::atomic<uint64_t> counter{0};
+    r = (static_cast<uint64_t>(getpid()) << 32) ^ counter.fetch_add(1);
+  }
+  // Short enough for any base name that fits in NAME_MAX itself.
+  return fmt::format(".{}.{:016x}", base.substr(0, 200), r);
+}
+
 void Append(std::vector<uint8_t>& out, const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   out.insert(out.end(), b, b + n);
@@ -51,11 +69,41 @@ void Append(std::vector<uint8_t>& out, const void* p, size_t n) {
 }  // namespace
 
 Result<PerfDataWriter> PerfDataWriter::Create(const std::string& path,
-                                              std::vector<PerfFileAttr> attrs) {
+                                              std::vector<PerfFileAttr> attrs, bool use_tmpfile) {
   PerfDataWriter w;
   w.path_ = path;
-  w.fd_.Reset(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!w.fd_.valid()) return ErrnoStatus("create " + path);
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+    // A device (/dev/null), not a file to replace.
+    w.in_place_ = true;
+    w.fd_.Reset(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!w.fd_.valid()) return ErrnoStatus("open " + path);
+  } else {
+    // Written beside the output, under no name or a hidden one, so that
+    // nothing incomplete ever has the output's name (see the header).
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    w.dir_.Reset(open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!w.dir_.valid()) return ErrnoStatus("open the directory of " + path);
+    if (use_tmpfile) {
+      w.fd_.Reset(openat(w.dir_.get(), ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644));
+      // Naming it later goes through /proc/self/fd.
+      if (w.fd_.valid() &&
+          access(("/proc/self/fd/" + std::to_string(w.fd_.get())).c_str(), F_OK) != 0)
+        w.fd_.Reset();
+    }
+    for (int attempt = 0; !w.fd_.valid() && attempt < 64; ++attempt) {
+      std::string name = HiddenName(path);
+      w.fd_.Reset(openat(w.dir_.get(), name.c_str(),
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+      if (w.fd_.valid()) {
+        w.temp_name_ = std::move(name);
+      } else if (errno != EEXIST) {
+        return ErrnoStatus("create a file beside " + path);
+      }
+    }
+    if (!w.fd_.valid()) return Status::Failure("no unused temporary name beside " + path);
+  }
   w.attrs_ = std::move(attrs);
   // ids arrays first, then the attrs that point at them, then data.
   uint64_t off = sizeof(FileHeader);
@@ -67,11 +115,39 @@ Result<PerfDataWriter> PerfDataWriter::Create(const std::string& path,
 }
 
 PerfDataWriter::PerfDataWriter(PerfDataWriter&& o) noexcept
-    : fd_(std::move(o.fd_)), path_(std::move(o.path_)), attrs_(std::move(o.attrs_)),
-      attrs_offset_(o.attrs_offset_), data_offset_(o.data_offset_), data_size_(o.data_size_),
-      buffer_(std::move(o.buffer_)) {}
+    : fd_(std::move(o.fd_)), path_(std::move(o.path_)), dir_(std::move(o.dir_)),
+      temp_name_(std::exchange(o.temp_name_, {})), in_place_(o.in_place_),
+      attrs_(std::move(o.attrs_)), attrs_offset_(o.attrs_offset_), data_offset_(o.data_offset_),
+      data_size_(o.data_size_), buffer_(std::move(o.buffer_)) {}
 
-PerfDataWriter::~PerfDataWriter() = default;
+PerfDataWriter::~PerfDataWriter() {
+  // Never finished (an error, a write that failed): the output keeps what
+  // it had.  An O_TMPFILE goes with its descriptor.
+  if (!temp_name_.empty()) unlinkat(dir_.get(), temp_name_.c_str(), 0);
+}
+
+Status PerfDataWriter::Publish() {
+  if (in_place_) return {};
+  const size_t slash = path_.rfind('/');
+  const std::string base = slash == std::string::npos ? path_ : path_.substr(slash + 1);
+  if (temp_name_.empty()) {
+    // An O_TMPFILE: a hidden name first (linkat never replaces), then the
+    // output's by rename, which replaces atomically.
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_.get());
+    for (int attempt = 0; temp_name_.empty() && attempt < 64; ++attempt) {
+      std::string name = HiddenName(path_);
+      if (linkat(AT_FDCWD, self.c_str(), dir_.get(), name.c_str(), AT_SYMLINK_FOLLOW) == 0)
+        temp_name_ = std::move(name);
+      else if (errno != EEXIST)
+        return ErrnoStatus("link the finished " + path_);
+    }
+    if (temp_name_.empty()) return Status::Failure("no unused temporary name beside " + path_);
+  }
+  if (renameat(dir_.get(), temp_name_.c_str(), dir_.get(), base.c_str()) != 0)
+    return ErrnoStatus("rename the finished file to " + path_);
+  temp_name_.clear();
+  return {};
+}
 
 Status PerfDataWriter::Write(Bytes record) {
   buffer_.insert(buffer_.end(), record.begin(), record.end());
@@ -160,6 +236,10 @@ Status PerfDataWriter::Finish(const std::vector<BuildIdEntry>& build_ids,
   if (Status s = WriteAll(fd_.get(), tail.data(), tail.size(), payload_off, path_); !s.ok())
     return s;
   if (Status s = WriteAll(fd_.get(), &h, sizeof(h), 0, path_); !s.ok()) return s;
+  // Named only once it is on disk: a crash right after the rename must not
+  // leave an empty file under the output's name either.
+  if (!in_place_ && fsync(fd_.get()) != 0) return ErrnoStatus("fsync " + path_);
+  if (Status s = Publish(); !s.ok()) return s;
   return fd_.Close(path_);
 }
 

@@ -14,9 +14,14 @@
 // endianness, zstd-compressed data.
 //
 // Contract: PerfDataWriter buffers records and patches the header in
-// Finish(); a file without Finish() has a zero data size and is rejected by
-// readers.  PerfDataReader maps the file; spans it returns stay valid as long
-// as the reader lives.
+// Finish().  The file is written without a name (O_TMPFILE, or a fresh
+// hidden name beside the output where that is not available) and takes the
+// output's name only once it is complete and fsynced: a capture that fails
+// (a full filesystem) or is killed never leaves a file with a zeroed header,
+// and an existing output stays as it was until then.  A symlink at the
+// output is replaced, never written through.  Outputs that are not regular
+// files (/dev/null) are written in place.  PerfDataReader maps the file;
+// spans it returns stay valid as long as the reader lives.
 #ifndef MMAP3_READER_PERF_DATA_H_
 #define MMAP3_READER_PERF_DATA_H_
 
@@ -54,22 +59,33 @@ struct BuildIdEntry {
 
 class PerfDataWriter {
  public:
-  static Result<PerfDataWriter> Create(const std::string& path, std::vector<PerfFileAttr> attrs);
+  // `use_tmpfile` false: a hidden name even where O_TMPFILE works (tests).
+  static Result<PerfDataWriter> Create(const std::string& path, std::vector<PerfFileAttr> attrs,
+                                       bool use_tmpfile = true);
   PerfDataWriter(PerfDataWriter&& other) noexcept;
   PerfDataWriter& operator=(PerfDataWriter&&) = delete;
   ~PerfDataWriter();
 
   Status Write(Bytes record);
-  // Writes the feature sections and the final header, then closes the file.
+  // Writes the feature sections and the final header, fsyncs the file and
+  // gives it the output's name.
   Status Finish(const std::vector<BuildIdEntry>& build_ids, const std::string& meta_json);
   uint64_t data_size() const { return data_size_ + buffer_.size(); }
+  const std::string& path() const { return path_; }
 
  private:
   PerfDataWriter() = default;
   Status Flush();
+  Status Publish();
 
   UniqueFd fd_;
   std::string path_;
+  // Where the file is written until Finish() names it: the output's
+  // directory, and the hidden name ("" for an O_TMPFILE).  No directory:
+  // the output is written in place.
+  UniqueFd dir_;
+  std::string temp_name_;
+  bool in_place_ = false;
   std::vector<PerfFileAttr> attrs_;
   uint64_t attrs_offset_ = 0;
   uint64_t data_offset_ = 0;

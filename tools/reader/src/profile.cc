@@ -11,6 +11,15 @@ namespace {
 // Callchain entries at or above this are PERF_CONTEXT_* markers.
 constexpr uint64_t kContextMax = static_cast<uint64_t>(-4095);
 
+// Whether a record's cpumode says it describes a guest (a whole record, so
+// at least a header).
+bool IsGuestRecord(Bytes record) {
+  perf_event_header h;
+  std::memcpy(&h, record.data(), sizeof(h));
+  const uint16_t mode = h.misc & PERF_RECORD_MISC_CPUMODE_MASK;
+  return mode == PERF_RECORD_MISC_GUEST_KERNEL || mode == PERF_RECORD_MISC_GUEST_USER;
+}
+
 }  // namespace
 
 Profile::Space Profile::SampleSpace(uint16_t misc) {
@@ -90,6 +99,14 @@ void Profile::Process(Bytes record) {
   if (status == DecodeStatus::kIgnored) return;
   if (status != DecodeStatus::kOk) {
     ++bad_records_;
+    return;
+  }
+  if (!std::holds_alternative<SampleRecord>(r) && !std::holds_alternative<LostRecord>(r) &&
+      IsGuestRecord(record)) {
+    // A guest's task or mapping record (perf kvm, perf inject --guest-data):
+    // its pids and addresses are the guest's, so it must not rename, fork,
+    // reset or map anything of the host process that has the same pid.
+    // Guest samples are not looked up in host address spaces either.
     return;
   }
   if (auto* s = std::get_if<SampleRecord>(&r)) {

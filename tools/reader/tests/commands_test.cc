@@ -547,6 +547,41 @@ TEST(RunRecordTest, AFullBuildIdCacheIsReportedAndTheCaptureGoesOn) {
   EXPECT_NE(RowFor(r->report, "sh"), nullptr);
 }
 
+TEST(RunRecordTest, AnOutputThatCannotBeWrittenIsSaidWhileTheCaptureRuns) {
+  // A full filesystem must not be news at the end of a long capture.  The
+  // command runs until the error has been said (at most 120 s), then marks
+  // that it ended: the error must come before that mark.
+  if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full here";
+  TempDir dir;
+  const std::string said = dir.File("said"), ended = dir.File("ended");
+  RecordOptions o;
+  o.capture.target = CaptureOptions::Target::kCommand;
+  o.capture.command = {"/bin/sh", "-c",
+                       "timeout 120 sh -c 'while [ ! -e \"$0\" ]; do :; done' \"$0\"; : >\"$1\"",
+                       said, ended};
+  // As often as the kernel allows, up to 4 kHz: the output fills sooner.
+  auto max_rate = ReadSmallFile("/proc/sys/kernel/perf_event_max_sample_rate");
+  o.capture.frequency =
+      std::min<uint64_t>(4000, max_rate.ok() ? std::strtoull(max_rate->c_str(), nullptr, 10) : 1000);
+  o.capture.callchains = true;  // larger samples: the writer's buffer fills sooner
+  o.capture.data_pages = 16;
+  o.output = "/dev/full";  // every write: ENOSPC
+  int errors = 0;
+  bool ended_first = false;
+  o.on_output_error = [&](const Status& s) {
+    ++errors;
+    EXPECT_EQ(s.error_number(), ENOSPC) << s.ToString();
+    ended_first = access(ended.c_str(), F_OK) == 0;
+    testing::WriteFile(said, "");
+  };
+  auto r = RunRecord(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("/dev/full"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(errors, 1);  // once, not once per record
+  EXPECT_FALSE(ended_first) << "the error was said only after the command had ended";
+}
+
 TEST(RunRecordTest, CommandThatCannotRunIsAnErrorWithErrno) {
   if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
   RecordOptions o;

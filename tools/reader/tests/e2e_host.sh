@@ -769,11 +769,22 @@ t_buildid_cache_is_safe_and_bounded() {
 	cat "$W/small.err"
 	local complete=0
 	cache_entries_are_complete "$W/small/cache" && complete=1
+	# The capture itself on the full filesystem: an error, and no file with
+	# a zeroed header (nor a hidden one) left there.
+	local orc=0
+	cat /dev/zero >"$W/small/filler" 2>/dev/null || true  # ENOSPC: full now
+	"$READER_BIN" record -q -F 1000 --no-buildid-cache -o "$W/small/full.data" -- "$W/prog" 100 2>"$W/full.err" || orc=$?
+	cat "$W/full.err"
+	local left
+	left=$(ls -A "$W/small" | grep -vx 'cache\|filler' || true)
 	umount "$W/small"
 	[ $rc -eq 0 ] || fail "record exited $rc"
 	[ "$(grep -c "warning: the build-id cache $W/small/cache is out of space: .*No space left on device" "$W/small.err")" = 1 ] ||
 		fail "out of space not reported once"
 	[ $complete = 1 ] || fail "a partial file was left in the full cache"
+	[ $orc -eq 1 ] || fail "record -o on a full filesystem exited $orc, want 1"
+	grep -q "No space left on device" "$W/full.err" || fail "the full filesystem was not named"
+	[ -z "$left" ] || fail "record -o on a full filesystem left: $left"
 }
 
 t_permission_error_names_paranoid() {

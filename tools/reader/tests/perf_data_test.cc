@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "fixtures.h"
 #include "record_writer.h"
@@ -128,6 +132,85 @@ TEST(PerfDataTest, RejectsGarbageAndUnfinishedFiles) {
   EXPECT_FALSE(PerfDataReader::Open(dir.File("unfinished")).ok());
   EXPECT_EQ(PerfDataReader::Open(dir.File("missing")).status().error_number(), ENOENT);
 }
+
+// The names in `dir`, sorted.
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// What `path` holds, or a description of it when that is not short text.
+std::string Contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string s{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (s.size() > 64 || s.find('\0') != std::string::npos)
+    return std::to_string(s.size()) + " bytes, " + (s.starts_with("PERFILE2") ? "a header" : "no header");
+  return s;
+}
+
+// A capture that is never finished (a write failed: a full filesystem; an
+// error; the recorder killed) leaves no file with a zeroed header, and an
+// existing output keeps what it had.  Finished, the file takes the name.
+class PerfDataOutputTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PerfDataOutputTest, OnlyAFinishedFileEverHasTheOutputsName) {
+  const bool use_tmpfile = GetParam();
+  TempDir dir;
+  const std::string path = dir.File("perf.data");
+  std::vector<uint8_t> big(4096, 0);
+  perf_event_header h{PERF_RECORD_MMAP2 + 100, 0, static_cast<uint16_t>(big.size())};
+  std::memcpy(big.data(), &h, sizeof(h));
+  {
+    auto w = PerfDataWriter::Create(path, {Attr()}, use_tmpfile);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    // More than the writer buffers: some of it is on disk.
+    for (int i = 0; i < 600; ++i) ASSERT_TRUE(w->Write(big).ok());
+  }
+  EXPECT_EQ(Names(dir.path()), std::vector<std::string>{}) << "an unfinished capture left a file";
+
+  testing::WriteFile(path, "an earlier capture");
+  {
+    auto w = PerfDataWriter::Create(path, {Attr()}, use_tmpfile);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (int i = 0; i < 600; ++i) ASSERT_TRUE(w->Write(big).ok());
+    EXPECT_EQ(Contents(path), "an earlier capture");
+  }
+  EXPECT_EQ(Contents(path), "an earlier capture");
+  EXPECT_EQ(Names(dir.path()), std::vector<std::string>{"perf.data"});
+
+  {
+    auto w = PerfDataWriter::Create(path, {Attr()}, use_tmpfile);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Write(big).ok());
+    EXPECT_EQ(Contents(path), "an earlier capture");
+    ASSERT_TRUE(w->Finish({}, "{}").ok());
+  }
+  EXPECT_EQ(Names(dir.path()), std::vector<std::string>{"perf.data"});
+  auto r = PerfDataReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->data().size(), big.size());
+}
+
+TEST_P(PerfDataOutputTest, ASymlinkAtTheOutputIsReplacedNotWrittenThrough) {
+  TempDir dir;
+  const std::string victim = dir.File("victim");
+  testing::WriteFile(victim, "precious");
+  std::filesystem::create_symlink(victim, dir.File("perf.data"));
+  auto w = PerfDataWriter::Create(dir.File("perf.data"), {Attr()}, GetParam());
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->Finish({}, "{}").ok());
+  EXPECT_EQ(Contents(victim), "precious");
+  EXPECT_TRUE(std::filesystem::is_regular_file(
+      std::filesystem::symlink_status(dir.File("perf.data"))));
+}
+
+INSTANTIATE_TEST_SUITE_P(TmpfileAndHiddenName, PerfDataOutputTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("O_TMPFILE") : std::string("HiddenName");
+                         });
 
 TEST(PerfDataTest, CorruptRecordSizeStopsIterationAndIsReported) {
   TempDir dir;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -618,6 +619,41 @@ TEST(ProfileTest, GuestAndHypervisorSamplesAreNeverPutOnHostObjects) {
     chain_seen |= st.folded == "vcpu;[guest.user];[guest.user];[guest.kernel]";
   }
   EXPECT_TRUE(chain_seen);
+}
+
+// `record` with its header's cpumode set to `cpumode` (other misc bits kept).
+std::vector<uint8_t> InSpace(std::vector<uint8_t> record, uint16_t cpumode) {
+  perf_event_header h;
+  std::memcpy(&h, record.data(), sizeof(h));
+  h.misc = static_cast<uint16_t>((h.misc & ~PERF_RECORD_MISC_CPUMODE_MASK) | cpumode);
+  std::memcpy(record.data(), &h, sizeof(h));
+  return record;
+}
+
+TEST(ProfileTest, AGuestsTaskAndMappingRecordsNeverChangeAHostProcess) {
+  // perf kvm and perf inject --guest-data write a guest's side-band records
+  // with a guest cpumode and the guest's own pids and addresses: pid 7 in
+  // the guest is not host process 7.  Applied to the host's process table
+  // they would rename host process 7, empty its address space (exec) or put
+  // the guest's library where the host's is.
+  Profile p({});
+  p.SetFormat(kFormat);
+  p.Process(Comm(7, "host", 1));
+  p.Process(Mmap(7, "/host/lib.so", kIdV1, 2));
+  for (uint16_t guest : {PERF_RECORD_MISC_GUEST_USER, PERF_RECORD_MISC_GUEST_KERNEL}) {
+    p.Process(InSpace(Mmap(7, "/guest/lib.so", kIdV2, 3), guest));
+    p.Process(InSpace(Comm(7, "guestexec", 4), guest));
+    p.Process(InSpace(Fork(7, 1, 5), guest));
+  }
+  p.Process(Sample(7, kBase + 0x10, 6));
+  SymbolSearch s;
+  s.debug_dir = "";
+  ReportModel m = ReportWith(p, s);
+  ASSERT_EQ(m.rows.size(), 1u);
+  EXPECT_EQ(m.rows[0].comm, "host");
+  EXPECT_EQ(m.rows[0].path, "/host/lib.so");
+  EXPECT_EQ(m.rows[0].build_id, Id(kIdV1));
+  for (const ReportMapping& mp : m.mappings) EXPECT_NE(mp.path, "/guest/lib.so");
 }
 
 TEST(ProfileTest, BadRecordsAndLostCountsAreCounted) {

@@ -406,6 +406,44 @@ TEST_F(KernelSymbolsTest, ModuleSymbolsAreRelativeToTheLoadAddress) {
   EXPECT_EQ(At(Module(kIdV2), 0x1010), "[unknown 222222222222]+0x1010");
 }
 
+// Owned by root and read-only, a snapshot can still be another kernel's:
+// whoever may write to a directory of its path may rename entries there,
+// and so put the snapshot record stored for one kernel build under another
+// build's id (or rename the id directories themselves).  Only a path no one
+// else could have changed is trusted; the cache directory itself is the
+// user's choice (a shared one is world-writable).
+TEST_F(KernelSymbolsTest, ASnapshotInADirectoryOthersCouldWriteIsNotUsed) {
+  const MappedObject k = Image(kIdV2, kBootA);
+  const uint64_t schedule = kBootA + testing::kScheduleOffset + 0x10;
+  const std::string unknown = fmt::format("[unknown 222222222222]+{:#x}", schedule);
+  Cached(kIdV2, kBootA);
+  const std::filesystem::path entry =
+      std::filesystem::path(BuildIdCache::KallsymsPath(cache_.path(), Id(kIdV2))).parent_path();
+  for (const std::filesystem::path& dir : {entry.parent_path(), entry}) {
+    ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+    ASSERT_EQ(At(k, schedule), "schedule") << dir;
+    for (mode_t mode : {0777, 0757, 01777}) {
+      ASSERT_EQ(chmod(dir.c_str(), mode), 0);
+      EXPECT_EQ(At(k, schedule), unknown) << dir << " mode " << std::oct << mode;
+    }
+    ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  }
+  ASSERT_EQ(chmod(cache_.path().c_str(), 01777), 0);  // a shared cache
+  EXPECT_EQ(At(k, schedule), "schedule");
+
+  // The same for a module's symbols.
+  KernelModule stored;
+  stored.name = "fakemod";
+  stored.symbols = {{0, 0, "mod_init"}, {0x1000, 0, "mod_work"}};
+  const std::string file = BuildIdCache::ModuleSymbolsPath(cache_.path(), "fakemod", Id(kIdV1));
+  std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+  testing::WriteFile(file, FormatModuleSymbols(stored));
+  ASSERT_EQ(chmod(std::filesystem::path(file).parent_path().c_str(), 0755), 0);
+  ASSERT_EQ(At(Module(kIdV1), 0x1010), "mod_work");
+  ASSERT_EQ(chmod(std::filesystem::path(file).parent_path().c_str(), 0777), 0);
+  EXPECT_EQ(At(Module(kIdV1), 0x1010), "[unknown 111111111111]+0x1010");
+}
+
 TEST_F(KernelSymbolsTest, ModuleSymbolsCutShortAreNotUsed) {
   KernelModule stored;
   stored.name = "fakemod";
