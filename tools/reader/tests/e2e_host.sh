@@ -376,7 +376,9 @@ t_pid_capture_ends_when_its_process_exits() {
 worker_tid() {
 	local i tid=""
 	for ((i = 0; i < 3000; i++)); do
-		tid=$(awk '/^tid / {print $2}' "$1")
+		# The file appears when the background job's shell has opened it,
+		# which may be after this first looks: not there yet is "no tid yet".
+		tid=$(awk '/^tid / {print $2}' "$1" 2>/dev/null) || tid=
 		[ -n "$tid" ] && break
 		sleep 0.1
 	done
