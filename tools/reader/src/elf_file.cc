@@ -5,8 +5,11 @@
 #include <libelf.h>
 #include <unistd.h>
 
+#include <elf.h>
+
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "files.h"
 
@@ -169,6 +172,88 @@ std::vector<ElfSymbol> ElfFile::ReadSymbols() const {
                         [](const ElfSymbol& a, const ElfSymbol& b) { return a.addr == b.addr; }),
             out.end());
   return out;
+}
+
+namespace {
+
+bool PreadAll(int fd, void* buf, size_t len, uint64_t off) {
+  auto* p = static_cast<unsigned char*>(buf);
+  while (len > 0) {
+    const ssize_t n = pread(fd, p, len, static_cast<off_t>(off));
+    if (n <= 0) return false;
+    p += n;
+    off += static_cast<uint64_t>(n);
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+uint64_t Align4(uint64_t v) { return (v + 3) & ~uint64_t{3}; }
+
+}  // namespace
+
+bool BuildIdStillIn(int fd, const BuildId& id) {
+  constexpr uint64_t kMaxPhdrBytes = 64 * 1024, kMaxNoteBytes = 1024 * 1024;
+  if (id.empty()) return false;
+  Elf64_Ehdr eh{};
+  if (!PreadAll(fd, &eh, sizeof(Elf32_Ehdr), 0)) return false;
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return false;
+  const unsigned char native = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB;
+  if (eh.e_ident[EI_DATA] != native) return false;
+  const bool is64 = eh.e_ident[EI_CLASS] == ELFCLASS64;
+  if (!is64 && eh.e_ident[EI_CLASS] != ELFCLASS32) return false;
+  uint64_t phoff;
+  uint32_t phnum, phentsize;
+  if (is64) {
+    if (!PreadAll(fd, &eh, sizeof(eh), 0)) return false;
+    phoff = eh.e_phoff;
+    phnum = eh.e_phnum;
+    phentsize = eh.e_phentsize;
+  } else {
+    Elf32_Ehdr e32;
+    std::memcpy(&e32, &eh, sizeof(e32));
+    phoff = e32.e_phoff;
+    phnum = e32.e_phnum;
+    phentsize = e32.e_phentsize;
+  }
+  if (phnum == 0 || phnum == PN_XNUM ||
+      phentsize != (is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr)) ||
+      uint64_t{phnum} * phentsize > kMaxPhdrBytes)
+    return false;
+  std::vector<unsigned char> phdrs(uint64_t{phnum} * phentsize);
+  if (!PreadAll(fd, phdrs.data(), phdrs.size(), phoff)) return false;
+  std::vector<unsigned char> notes;
+  for (uint32_t i = 0; i < phnum; ++i) {
+    uint64_t offset, filesz;
+    uint32_t type;
+    if (is64) {
+      Elf64_Phdr ph;
+      std::memcpy(&ph, phdrs.data() + uint64_t{i} * phentsize, sizeof(ph));
+      type = ph.p_type, offset = ph.p_offset, filesz = ph.p_filesz;
+    } else {
+      Elf32_Phdr ph;
+      std::memcpy(&ph, phdrs.data() + uint64_t{i} * phentsize, sizeof(ph));
+      type = ph.p_type, offset = ph.p_offset, filesz = ph.p_filesz;
+    }
+    if (type != PT_NOTE) continue;
+    if (filesz > kMaxNoteBytes) return false;
+    notes.resize(filesz);
+    if (!PreadAll(fd, notes.data(), notes.size(), offset)) return false;
+    uint64_t pos = 0;
+    while (pos < filesz) {
+      Elf32_Nhdr nh;
+      if (filesz - pos < sizeof(nh)) return false;
+      std::memcpy(&nh, notes.data() + pos, sizeof(nh));
+      const uint64_t name = pos + sizeof(nh);
+      const uint64_t desc = name + Align4(nh.n_namesz);
+      if (desc > filesz || nh.n_descsz > filesz - desc) return false;
+      if (nh.n_type == kNtGnuBuildId && nh.n_namesz == 4 &&
+          std::memcmp(notes.data() + name, "GNU", 4) == 0 && nh.n_descsz > 0)
+        return nh.n_descsz == id.size() && std::memcmp(notes.data() + desc, id.data(), id.size()) == 0;
+      pos = desc + Align4(nh.n_descsz);
+    }
+  }
+  return false;
 }
 
 Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name) {

@@ -71,6 +71,15 @@ class ElfFile {
 // it is not ELF or could not be read.
 Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name);
 
+// True if the file open at `fd` (borrowed) says `id` now, read with pread:
+// its first GNU build-id note, walking the PT_NOTE segments in order as
+// ReadBuildIdFromFd() does, is `id`.  False for anything else, including
+// files it cannot walk plainly (other byte order, more than 64 KiB of
+// program headers or 1 MiB of notes, a malformed note, no PT_NOTE build-id):
+// the caller then reads the file in full.  A few small reads, for checking
+// a remembered id against the file as it is.
+bool BuildIdStillIn(int fd, const BuildId& id);
+
 }  // namespace mmap3
 
 #endif  // MMAP3_READER_ELF_FILE_H_

@@ -82,7 +82,8 @@ void Enricher::OnMmap(Bytes record) {
     return;
   } else {
     // The kernel gave none: read it from the mapped inode while it is mapped.
-    id = ids_.OfFile(m.pid, m.start, m.start + m.len, &error);
+    const FileIdentity identity{m.maj, m.min, m.ino};
+    id = ids_.OfFile(m.pid, m.start, m.start + m.len, m.has_inode ? &identity : nullptr, &error);
     source = BuildIdSource::kMapFiles;
   }
   if (id.empty()) {

@@ -1,6 +1,7 @@
 #include "mapped_build_ids.h"
 
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "elf_file.h"
 #include "proc_maps.h"
@@ -22,7 +23,8 @@ BuildId MappedBuildIds::OfVdso(uint32_t pid, uint64_t start, uint64_t end, std::
   return *id;
 }
 
-BuildId MappedBuildIds::OfFile(uint32_t pid, uint64_t start, uint64_t end, std::string* error) {
+BuildId MappedBuildIds::OfFile(uint32_t pid, uint64_t start, uint64_t end,
+                               const FileIdentity* want, std::string* error) {
   auto fd = system_.OpenMapping(pid, start, end);
   if (!fd.ok()) {
     *error = fd.status().ToString();
@@ -37,8 +39,27 @@ BuildId MappedBuildIds::OfFile(uint32_t pid, uint64_t start, uint64_t end, std::
   const timespec read_start = system_.RealTime();
   struct stat before, after;
   const bool have_stat = fstat(fd->get(), &before) == 0;
+  if (want != nullptr) {
+    if (!have_stat) {
+      *error = MapFilesPath(static_cast<pid_t>(pid), start, end) + ": cannot stat it";
+      return {};
+    }
+    if (major(before.st_dev) != want->maj || minor(before.st_dev) != want->min ||
+        before.st_ino != want->ino) {
+      *error = MapFilesPath(static_cast<pid_t>(pid), start, end) + " is inode " +
+               std::to_string(major(before.st_dev)) + ":" + std::to_string(minor(before.st_dev)) +
+               "/" + std::to_string(before.st_ino) + ", not the " + std::to_string(want->maj) +
+               ":" + std::to_string(want->min) + "/" + std::to_string(want->ino) +
+               " that was mapped there";
+      return {};
+    }
+  }
   if (have_stat) {
-    if (auto cached = by_inode_.Find(before)) return *cached;
+    // A file written through a shared writable mapping keeps its times
+    // (only the first store to a clean page stamps them), so a hit is
+    // served only if the file's notes still say the same.
+    if (auto cached = by_inode_.Find(before); cached && BuildIdStillIn(fd->get(), *cached))
+      return *cached;
   }
   BuildId id;
   auto r = ReadBuildIdFromFd(fd->get(), MapFilesPath(static_cast<pid_t>(pid), start, end));

@@ -188,8 +188,9 @@ void Enricher::SynthesizeProcesses(const std::vector<pid_t>& pids, RingSource& r
       m.prot = PROT_READ | PROT_EXEC;
       m.flags = pm.shared ? MAP_SHARED : MAP_PRIVATE;
       std::string error;
+      const FileIdentity identity{pm.maj, pm.min, pm.ino};
       p.id = vdso ? ids_.OfVdso(m.pid, pm.start, pm.end, &error)
-                  : ids_.OfFile(m.pid, pm.start, pm.end, &error);
+                  : ids_.OfFile(m.pid, pm.start, pm.end, &identity, &error);
       p.source = vdso ? BuildIdSource::kVdso : BuildIdSource::kMapFiles;
       if (options_.mode == CaptureMode::kMmap3) {
         // Keep both identities, as the kernel's MMAP3 records do.

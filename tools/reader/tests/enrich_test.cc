@@ -3,7 +3,9 @@
 #include "enrich.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <functional>
@@ -21,6 +24,8 @@
 #include <vector>
 
 #include "build_id_cache.h"
+#include "elf_file.h"
+#include "files.h"
 #include "fixtures.h"
 #include "linux/perf_event_mmap3.h"
 #include "record_writer.h"
@@ -203,6 +208,22 @@ class EnricherTest : public ::testing::Test {
     enricher_ = std::make_unique<Enricher>(o, system_, overrides_, out_);
     return *enricher_;
   }
+  // An MMAP2 record as the kernel would write it for the file the test put
+  // at (pid, start): its inode identity is that file's.
+  MmapRecord Mmap2(uint32_t pid, uint64_t start, uint64_t end, std::string_view path,
+                   uint64_t time) {
+    MmapRecord m = KernelMmap2(pid, start, end, path, time);
+    SetIdentity(pid, start, &m.maj, &m.min, &m.ino);
+    return m;
+  }
+  void SetIdentity(uint32_t pid, uint64_t start, uint32_t* maj, uint32_t* min, uint64_t* ino) {
+    auto it = system_.mapped.find({pid, start});
+    struct stat st;
+    if (it == system_.mapped.end() || stat(it->second.c_str(), &st) != 0) return;
+    *maj = major(st.st_dev);
+    *min = minor(st.st_dev);
+    *ino = st.st_ino;
+  }
   // One record through the stage: what came out.
   std::vector<Record> Feed(const std::vector<uint8_t>& record) {
     out_.items.clear();
@@ -228,7 +249,7 @@ TEST_F(EnricherTest, AnMmap2WithoutBuildIdGetsTheMappedFilesId) {
   // The record's path holds nothing: the id must come from the mapping.
   system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
   Make();
-  auto out = Feed(EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/gone/libx.so", 5), kFormat));
+  auto out = Feed(EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/gone/libx.so", 5), kFormat));
   ASSERT_EQ(out.size(), 1u);
   const MmapRecord& m = AsMmap(out[0]);
   EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
@@ -246,7 +267,7 @@ TEST_F(EnricherTest, AnMmap2WithoutBuildIdGetsTheMappedFilesId) {
 TEST_F(EnricherTest, AnMmap3WhoseIdWasUnavailableGetsItWithStatusFound) {
   system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
   Make(CaptureMode::kMmap3);
-  MmapRecord in = KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5);
+  MmapRecord in = Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5);
   in.format = MmapFormat::kMmap3;
   in.build_id_status = PERF_MMAP3_BUILD_ID_UNAVAILABLE;
   auto out = Feed(EncodeMmap(in, kFormat));
@@ -254,22 +275,23 @@ TEST_F(EnricherTest, AnMmap3WhoseIdWasUnavailableGetsItWithStatusFound) {
   EXPECT_EQ(AsMmap(out[0]).format, MmapFormat::kMmap3);
   EXPECT_EQ(AsMmap(out[0]).build_id, Id(kIdV1));
   EXPECT_EQ(AsMmap(out[0]).build_id_status, PERF_MMAP3_BUILD_ID_FOUND);
-  EXPECT_EQ(AsMmap(out[0]).ino, 1234u);  // both identities kept
+  EXPECT_EQ(AsMmap(out[0]).ino, in.ino);  // both identities kept
+  EXPECT_NE(in.ino, 0u);
 }
 
 TEST_F(EnricherTest, RecordsThatNeedNothingPassUnchangedWithoutOpeningAnything) {
   system_.mapped[{kPid, kLibStart}] = Fixture("v2.so");
   Make(CaptureMode::kMmap3);
   std::vector<std::vector<uint8_t>> inputs;
-  MmapRecord with_id = KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5);
+  MmapRecord with_id = Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5);
   with_id.format = MmapFormat::kMmap2BuildId;
   with_id.build_id = Id(kIdV1);  // the kernel's word stands
   inputs.push_back(EncodeMmap(with_id, kFormat));
-  MmapRecord no_note = KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 6);
+  MmapRecord no_note = Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 6);
   no_note.format = MmapFormat::kMmap3;
   no_note.build_id_status = PERF_MMAP3_BUILD_ID_NO_NOTE;  // final
   inputs.push_back(EncodeMmap(no_note, kFormat));
-  inputs.push_back(EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "//anon", 7), kFormat));
+  inputs.push_back(EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "//anon", 7), kFormat));
   CommRecord c;
   c.pid = c.tid = kPid;
   c.comm = "prog";
@@ -288,7 +310,7 @@ TEST_F(EnricherTest, RecordsThatNeedNothingPassUnchangedWithoutOpeningAnything) 
 TEST_F(EnricherTest, TheVdsoGetsTheIdOfItsImage) {
   system_.mapped[{kPid, kVdsoStart}] = Fixture("vdso.so");
   Make();
-  auto out = Feed(EncodeMmap(KernelMmap2(kPid, kVdsoStart, kVdsoEnd, "[vdso]", 5), kFormat));
+  auto out = Feed(EncodeMmap(Mmap2(kPid, kVdsoStart, kVdsoEnd, "[vdso]", 5), kFormat));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(AsMmap(out[0]).build_id, Id(kIdV3));
   const BuildIdSource* source = overrides_.Find(kPid, kVdsoStart, Id(kIdV3));
@@ -298,7 +320,7 @@ TEST_F(EnricherTest, TheVdsoGetsTheIdOfItsImage) {
 
 TEST_F(EnricherTest, AMappingThatCannotBeReadIsPassedOnWithoutAnIdAndCounted) {
   Make();  // nothing mapped: the process is gone
-  const auto in = EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat);
+  const auto in = EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat);
   out_.items.clear();
   enricher_->OnRecord(in);
   ASSERT_EQ(out_.items.size(), 1u);
@@ -318,14 +340,14 @@ TEST_F(EnricherTest, AFileReplacedByRenameIsNotGivenTheOldId) {
   system_.real_time = {time(nullptr) + 3600, 0};
   system_.mapped[{kPid, kLibStart}] = lib;
   Make();
-  auto a = Feed(EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat));
+  auto a = Feed(EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat));
   ASSERT_EQ(a.size(), 1u);
   ASSERT_EQ(AsMmap(a[0]).build_id, Id(kIdV1));
 
   ASSERT_EQ(std::system(("cp " + Fixture("v2.so") + " " + lib + ".new && mv " + lib + ".new " +
                          lib).c_str()), 0);
   system_.mapped[{kPid + 1, kLibStart}] = lib;
-  auto b = Feed(EncodeMmap(KernelMmap2(kPid + 1, kLibStart, kLibEnd, "/lib/libx.so", 6), kFormat));
+  auto b = Feed(EncodeMmap(Mmap2(kPid + 1, kLibStart, kLibEnd, "/lib/libx.so", 6), kFormat));
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(AsMmap(b[0]).build_id, Id(kIdV2));
 }
@@ -346,7 +368,7 @@ TEST_F(EnricherTest, AFileRewrittenInPlaceIsNotGivenTheOldId) {
   system_.real_time = {now + 3600, 0};
   system_.mapped[{kPid, kLibStart}] = lib;
   Make();
-  auto a = Feed(EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat));
+  auto a = Feed(EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat));
   ASSERT_EQ(a.size(), 1u);
   ASSERT_EQ(AsMmap(a[0]).build_id, Id(kIdV1));
 
@@ -355,9 +377,90 @@ TEST_F(EnricherTest, AFileRewrittenInPlaceIsNotGivenTheOldId) {
   ASSERT_EQ(stat(lib.c_str(), &v2), 0);
   ASSERT_EQ(v2.st_ino, v1.st_ino);  // really in place
   system_.mapped[{kPid + 1, kLibStart}] = lib;
-  auto b = Feed(EncodeMmap(KernelMmap2(kPid + 1, kLibStart, kLibEnd, "/lib/libx.so", 6), kFormat));
+  auto b = Feed(EncodeMmap(Mmap2(kPid + 1, kLibStart, kLibEnd, "/lib/libx.so", 6), kFormat));
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(AsMmap(b[0]).build_id, Id(kIdV2));
+}
+
+// The mapping a record describes was replaced at the same addresses before
+// map_files was opened (a process that mmap()s another file there with
+// MAP_FIXED): the file found is another inode, whose id is not this
+// mapping's.
+TEST_F(EnricherTest, AMappingReplacedBeforeMapFilesIsOpenedIsNotGivenTheOtherFilesId) {
+  system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
+  Make();
+  const MmapRecord in = Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5);  // v1's inode
+  system_.mapped[{kPid, kLibStart}] = Fixture("v2.so");
+  auto out = Feed(EncodeMmap(in, kFormat));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(AsMmap(out[0]).build_id.empty()) << AsMmap(out[0]).build_id.Hex();
+  EXPECT_EQ(enricher_->stats().fill_failures, 1u);
+  EXPECT_EQ(enricher_->stats().filled_build_ids, 0u);
+}
+
+// Stores through a shared writable mapping stamp the file's times only when
+// they dirty a clean page: once the page is dirty, the file can be
+// rewritten with its size, mtime and ctime unchanged.  An id remembered for
+// that inode must not be served for the new contents.
+TEST_F(EnricherTest, AFileRewrittenThroughASharedMappingIsNotServedTheRememberedId) {
+  TempDir work;
+  const std::string lib = work.File("libx.so");
+  ASSERT_EQ(std::system(("cp " + Fixture("v1.so") + " " + lib).c_str()), 0);
+  std::string v2;
+  {
+    auto fd = OpenRegularFile(Fixture("v2.so"));
+    ASSERT_TRUE(fd.ok());
+    auto bytes = ReadAllFd(fd->get(), 1 << 24, "v2.so");
+    ASSERT_TRUE(bytes.ok());
+    v2 = *bytes;
+  }
+  const int fd = open(lib.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  struct stat st;
+  ASSERT_EQ(fstat(fd, &st), 0);
+  ASSERT_EQ(static_cast<size_t>(st.st_size), v2.size()) << "v1 and v2 must be the same size";
+  void* p = mmap(nullptr, v2.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* bytes = static_cast<volatile char*>(p);
+  for (size_t i = 0; i < v2.size(); i += 4096) bytes[i] = bytes[i];  // dirty every page now
+  struct stat before;
+  ASSERT_EQ(stat(lib.c_str(), &before), 0);
+
+  system_.real_time = {time(nullptr) + 3600, 0};  // long unchanged, as far as the memo can tell
+  system_.mapped[{kPid, kLibStart}] = lib;
+  system_.mapped[{kPid + 1, kLibStart}] = lib;
+  Make();
+  auto a = Feed(EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat));
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(AsMmap(a[0]).build_id, Id(kIdV1));
+
+  std::memcpy(p, v2.data(), v2.size());
+  struct stat after;
+  ASSERT_EQ(stat(lib.c_str(), &after), 0);
+  munmap(p, v2.size());
+  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  ASSERT_EQ(after.st_ctim.tv_sec, before.st_ctim.tv_sec);
+  ASSERT_EQ(after.st_ctim.tv_nsec, before.st_ctim.tv_nsec) << "the rewrite moved ctime";
+  auto b = Feed(EncodeMmap(Mmap2(kPid + 1, kLibStart, kLibEnd, "/lib/libx.so", 6), kFormat));
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(AsMmap(b[0]).build_id, Id(kIdV2));
+}
+
+TEST(BuildIdStillInTest, SaysOnlyWhatTheFileSaysNow) {
+  TempDir work;
+  const std::string lib = work.File("lib.so");
+  ASSERT_TRUE(testing::BuildSharedLibrary(lib, "f", kIdV1));
+  auto fd = OpenRegularFile(lib);
+  ASSERT_TRUE(fd.ok());
+  EXPECT_TRUE(BuildIdStillIn(fd->get(), Id(kIdV1)));
+  EXPECT_FALSE(BuildIdStillIn(fd->get(), Id(kIdV2)));
+  EXPECT_FALSE(BuildIdStillIn(fd->get(), BuildId()));
+  const std::string text = work.File("text");
+  ASSERT_EQ(std::system(("echo not an ELF file > " + text).c_str()), 0);
+  auto tfd = OpenRegularFile(text);
+  ASSERT_TRUE(tfd.ok());
+  EXPECT_FALSE(BuildIdStillIn(tfd->get(), Id(kIdV1)));
 }
 
 TEST_F(EnricherTest, AFilledFileGoesToTheBuildIdCacheFromItsMapping) {
@@ -368,7 +471,7 @@ TEST_F(EnricherTest, AFilledFileGoesToTheBuildIdCacheFromItsMapping) {
   // mapped inode.
   system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
   Make(CaptureMode::kMmap2, &cache);
-  auto out = Feed(EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/gone/libx.so", 5), kFormat));
+  auto out = Feed(EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/gone/libx.so", 5), kFormat));
   ASSERT_EQ(out.size(), 1u);
   cache.Stop();
   EXPECT_EQ(cache.stats().copied, 1u);
@@ -390,6 +493,8 @@ class SynthesisTest : public EnricherTest {
     system_.comms[kPid + 1] = "worker";
     system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
     system_.mapped[{kPid, kVdsoStart}] = Fixture("vdso.so");
+    // /proc/PID/maps shows the mapped inode
+    for (ProcMapping& m : system_.maps[kPid]) SetIdentity(kPid, m.start, &m.maj, &m.min, &m.ino);
   }
   // The times the enricher read the clock: [0] before /proc was read, [1]
   // after, [2] after the build-ids were read.
@@ -445,7 +550,9 @@ TEST_F(SynthesisTest, InMmap3ModeBothIdentitiesAreKept) {
   const MmapRecord& lib = AsMmap(records[2]);
   EXPECT_EQ(lib.format, MmapFormat::kMmap3);
   EXPECT_EQ(lib.build_id_status, PERF_MMAP3_BUILD_ID_FOUND);
-  EXPECT_EQ(lib.ino, 99u);
+  struct stat st;
+  ASSERT_EQ(stat(Fixture("v1.so").c_str(), &st), 0);
+  EXPECT_EQ(lib.ino, st.st_ino);  // as /proc/PID/maps showed it
 }
 
 TEST_F(SynthesisTest, AMappingChangedBeforeTheReadHoldsFromThatChange) {
@@ -455,7 +562,7 @@ TEST_F(SynthesisTest, AMappingChangedBeforeTheReadHoldsFromThatChange) {
   // was read (the fake clock starts at 1000 steps).
   const uint64_t change = 10 * kStep;
   rings.pending.push_back(
-      EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", change), kFormat));
+      EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", change), kFormat));
   Synthesize(rings);
   auto records = out_.Records();
   // The kernel's record is handed on first (no round ended before the
@@ -481,7 +588,7 @@ TEST_F(SynthesisTest, AMappingChangedWhileItWasReadIsLeftToTheKernelsRecord) {
     queued = true;
     const uint64_t during = (Reading(0) + Reading(1)) / 2;
     rings.pending.push_back(
-        EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/other.so", during), kFormat));
+        EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/other.so", during), kFormat));
   };
   Synthesize(rings);
   auto records = out_.Records();
@@ -505,7 +612,7 @@ TEST_F(SynthesisTest, AMappingRemappedAfterTheReadIsNotGivenTheNewFilesId) {
     system_.mapped[{kPid, kLibStart}] = Fixture("v2.so");
     const uint64_t after_read = Reading(1) + kStep / 2;  // before the next reading
     rings.pending.push_back(
-        EncodeMmap(KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", after_read), kFormat));
+        EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", after_read), kFormat));
   };
   Synthesize(rings);
   auto records = out_.Records();
