@@ -2,11 +2,12 @@
 # (apt-get, as root) and leaves a stamp so the next call costs nothing; the
 # stamp is redone whenever this file changes.
 #
-#   DEPS_KERNEL  kernel build, initramfs and QEMU bench (mk/kernel.mk, mk/vm.mk)
+#   DEPS_KERNEL  kernel build, initramfs and QEMU bench (mk/kernel.mk, mk/vm.mk);
+#                trinity, the syscall fuzzer make vm-trinity runs in the guest
 #   DEPS_READER  tools/reader and the selftests (clang and its libFuzzer
 #                runtime for make fuzz; libfuse3-dev for selftests/fuse_backing)
 
-DEPS_KERNEL := linux-source-6.1 qemu-system-x86 busybox-static flex bison bc libelf-dev cpio xz-utils build-essential libssl-dev kmod git
+DEPS_KERNEL := linux-source-6.1 qemu-system-x86 busybox-static flex bison bc libelf-dev cpio xz-utils build-essential libssl-dev kmod git trinity
 DEPS_READER := cmake g++ pkg-config binutils make libgtest-dev libelf-dev liburing-dev libbpf-dev nlohmann-json3-dev libcli11-dev libfmt-dev linux-perf clang libclang-rt-14-dev libfuse3-dev
 
 DEPS       := $(sort $(DEPS_KERNEL) $(DEPS_READER))

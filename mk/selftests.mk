@@ -7,11 +7,26 @@
 #   make module       build/module: mmap3_kunit.ko
 #   make uapi-check   uapi/linux/perf_event_mmap3.h agrees with the series
 #   make vm-test      boot the patched kernel, run all of the above, TAP out
+#
+# The reliability gates, on the debug kernel (make kernel-debug: lockdep,
+# KASAN, kmemleak, DEBUG_VM, DEBUG_LIST, DEBUG_ATOMIC_SLEEP); each fails on
+# any lockdep, KASAN, kmemleak, sleeping-in-atomic, WARNING, BUG or Oops
+# line in the guest's logs (scripts/test/scan-kernel-log):
+#   make vm-test-debug   the selftests and KUnit, timeouts scaled by
+#                        VM_TEST_DEBUG_SCALE (4)
+#   make vm-trinity      trinity for TRINITY_SECONDS (180) as nobody, while
+#                        mmap3_watch checks every record of a CPU-wide MMAP3
+#                        event
+#   make vm-test-debug-selfcheck  the log scanner and mmap3_watch's record
+#                        checks fed known-bad input (no VM)
 
 SELFTEST_DIR := $(BUILD)/selftests
 SELFTEST_BIN := $(SELFTEST_DIR)/mmap3_test
 MODULE_DIR   := $(BUILD)/module
 MODULE_KO    := $(MODULE_DIR)/module/mmap3_kunit.ko
+MODULE_DEBUG_DIR := $(BUILD)/module-debug
+MODULE_DEBUG_KO  := $(MODULE_DEBUG_DIR)/module/mmap3_kunit.ko
+WATCH_BIN    := $(SELFTEST_DIR)/mmap3_watch
 HARNESS_DIR  := $(KSRC)/tools/testing/selftests
 
 SELFTEST_CFLAGS := -O2 -g -Wall -Wextra -Wno-sign-compare -Wno-unused-parameter \
@@ -20,16 +35,21 @@ SELFTEST_CFLAGS := -O2 -g -Wall -Wextra -Wno-sign-compare -Wno-unused-parameter 
 SELFTEST_SRCS := $(TOP)/selftests/mmap3_util.c
 SELFTEST_HDRS := $(TOP)/selftests/mmap3_util.h $(TOP)/uapi/linux/perf_event_mmap3.h
 
-.PHONY: selftests module uapi-check vm-test
+.PHONY: selftests module module-debug uapi-check vm-test vm-test-debug vm-trinity \
+	vm-test-debug-selfcheck
 
 selftests: $(SELFTEST_BIN) $(SELFTEST_DIR)/libmmap3_dso.so $(SELFTEST_DIR)/fixtures/cold.elf \
-	$(SELFTEST_DIR)/fuse_backing
+	$(SELFTEST_DIR)/fuse_backing $(WATCH_BIN)
 
 # The harness header comes from the extracted kernel tree, so the tree must
-# exist first; the image target is what prepares it.
-$(SELFTEST_BIN): $(TOP)/selftests/mmap3_test.c $(SELFTEST_SRCS) $(SELFTEST_HDRS) | $(BZIMAGE)
+# exist first (but no kernel: make vm-test-debug needs only the debug one).
+$(SELFTEST_BIN): $(TOP)/selftests/mmap3_test.c $(SELFTEST_SRCS) $(SELFTEST_HDRS) | kernel-source
 	@mkdir -p $(@D)
 	$(CC) $(SELFTEST_CFLAGS) -o $@ $< $(SELFTEST_SRCS) -lelf -ldl -lpthread
+
+$(WATCH_BIN): $(TOP)/selftests/mmap3_watch.c $(SELFTEST_SRCS) $(SELFTEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ $< $(SELFTEST_SRCS) -lelf
 
 $(SELFTEST_DIR)/mkfixture: $(TOP)/selftests/mkfixture.c $(SELFTEST_SRCS) $(SELFTEST_HDRS)
 	@mkdir -p $(@D)
@@ -61,6 +81,17 @@ $(MODULE_KO): $(TOP)/Kbuild $(TOP)/module/Kbuild $(TOP)/module/mmap3_kunit.c $(B
 	@ln -sf $(TOP)/module/mmap3_kunit.c $(MODULE_DIR)/module/mmap3_kunit.c
 	$(MAKE) -s -C $(KOBJ) M=$(MODULE_DIR) modules
 
+# The same module built against the debug kernel (KASAN-instrumented, and
+# its vermagic).
+module-debug: $(MODULE_DEBUG_KO)
+
+$(MODULE_DEBUG_KO): $(TOP)/Kbuild $(TOP)/module/Kbuild $(TOP)/module/mmap3_kunit.c $(KDEBUG_BZIMAGE)
+	@mkdir -p $(MODULE_DEBUG_DIR)/module
+	@ln -sf $(TOP)/Kbuild $(MODULE_DEBUG_DIR)/Kbuild
+	@ln -sf $(TOP)/module/Kbuild $(MODULE_DEBUG_DIR)/module/Kbuild
+	@ln -sf $(TOP)/module/mmap3_kunit.c $(MODULE_DEBUG_DIR)/module/mmap3_kunit.c
+	$(MAKE) -s -C $(KDEBUG_OBJ) M=$(MODULE_DEBUG_DIR) modules
+
 uapi-check: $(BUILD)/uapi/uapi_check
 	$<
 
@@ -71,3 +102,21 @@ $(BUILD)/uapi/uapi_check: $(TOP)/uapi/uapi_check.c $(TOP)/uapi/linux/perf_event_
 # Everything the guest runs, then one boot that runs it all.
 vm-test: selftests module uapi-check $(VM_INITRAMFS)
 	$(VM_RUN) --kernel $(BZIMAGE) -- $(TOP)/scripts/test/guest-tests $(BUILD)
+
+# The reliability gates (see the top of this file).  The guest timeouts
+# bound a hung guest, not the tests' own pace.
+VM_TEST_DEBUG_SCALE   ?= 4
+VM_TEST_DEBUG_TIMEOUT ?= 3600
+TRINITY_SECONDS       ?= 180
+
+vm-test-debug: selftests module-debug $(KDEBUG_BZIMAGE) $(VM_INITRAMFS)
+	@$(TOP)/scripts/test/vm-debug-run vm-test-debug $(VM_TEST_DEBUG_TIMEOUT) \
+		env MMAP3_TEST_TIMEOUT_SCALE=$(VM_TEST_DEBUG_SCALE) \
+		$(TOP)/scripts/test/guest-tests $(BUILD) --kobj $(KDEBUG_OBJ) --module $(MODULE_DEBUG_KO)
+
+vm-trinity: selftests $(KDEBUG_BZIMAGE) $(VM_INITRAMFS)
+	@$(TOP)/scripts/test/vm-debug-run vm-trinity $$(($(TRINITY_SECONDS) + 900)) \
+		$(TOP)/scripts/test/guest-trinity $(BUILD) $(TRINITY_SECONDS)
+
+vm-test-debug-selfcheck: $(WATCH_BIN)
+	@$(TOP)/scripts/test/scan-kernel-log-test && $(WATCH_BIN) --selfcheck
