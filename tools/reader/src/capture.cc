@@ -273,7 +273,9 @@ Status Capture::Run(CaptureSink& sink) {
   } else {
     enricher.OnRoundEnd();  // a command starts from exec: the kernel reports everything
   }
-  if (!options_.command.empty()) {
+  // A sink that failed already (the records of the start could not be
+  // written) ends the capture before the command runs.
+  if (!options_.command.empty() && !sink.Failed()) {
     if (Status s = child_.Release(); !s.ok()) return s;
   }
 
@@ -281,7 +283,7 @@ Status Capture::Run(CaptureSink& sink) {
   // everything above is done.
   if (control_.fd() >= 0) arm_control(false);
 
-  bool stop = false;
+  bool stop = sink.Failed();
   Status status;
   while (!stop) {
     const int rc = io_uring_submit_and_wait(ring, 1);
@@ -339,6 +341,7 @@ Status Capture::Run(CaptureSink& sink) {
     }
     io_uring_cq_advance(ring, seen);
     drain_all(/*end_round=*/true);
+    if (sink.Failed()) stop = true;
   }
 
   // Stop producing, then take everything the kernel still holds.

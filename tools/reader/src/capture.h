@@ -14,8 +14,9 @@
 // read from then on.
 //
 // Contract: Run() returns after a stop signal (SIGINT/SIGTERM), the end of
-// the duration, or the exit of the command, and only once every buffer has
-// been drained after the events were disabled.  The sink is called from the
+// the duration, the exit of the command, or a sink that has Failed(), and
+// only once every buffer has been drained after the events were disabled
+// (into a failed sink, which drops what it cannot take).  The sink is called from the
 // thread that runs Run(); spans passed to it are valid during the call only.
 #ifndef MMAP3_READER_CAPTURE_H_
 #define MMAP3_READER_CAPTURE_H_

@@ -48,6 +48,10 @@ class CaptureSink {
   virtual void OnRoundEnd() = 0;
   // Called about four times a second.
   virtual void OnTick(const CaptureStats& stats) { (void)stats; }
+  // True once the sink can take no more (its output cannot be written): the
+  // capture then ends as on a stop signal, at the end of the pass over the
+  // buffers in which it became true, and a command it started is stopped.
+  virtual bool Failed() const { return false; }
 };
 
 }  // namespace mmap3

@@ -44,6 +44,9 @@ class RecordSink : public CaptureSink {
   void OnTick(const CaptureStats& stats) override {
     if (on_status_) on_status_(stats);
   }
+  // A capture that cannot be saved ends: going on would only cost the
+  // profiled system and lose every later record too.
+  bool Failed() const override { return !status_.ok(); }
   void Finish() {
     sorter_.Flush([this](Bytes r) { profile_.Process(r); });
   }
@@ -52,7 +55,8 @@ class RecordSink : public CaptureSink {
 
  private:
   // The first failure to write the output (a full filesystem) is said when
-  // it happens, not when the capture ends; nothing is written after it.
+  // it happens, not when the capture ends; nothing is written after it, and
+  // Failed() ends the capture.
   void Write(Bytes record) {
     if (writer_ == nullptr || !status_.ok()) return;
     status_ = writer_->Write(record);

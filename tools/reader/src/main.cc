@@ -339,8 +339,8 @@ int Main(int argc, char** argv) {
     // at the end of it.
     ro.on_output_error = [status_line, output](const Status& error) {
       fmt::print(stderr,
-                 "{}mmap3-reader: error: {}: the capture cannot be saved; nothing more is "
-                 "written and {} keeps what it had (stop the capture)\n",
+                 "{}mmap3-reader: error: {}: the capture cannot be saved; it ends now "
+                 "and {} keeps what it had\n",
                  status_line ? "\r\033[K" : "", error.ToString(), output);
     };
     if (status_line) {

@@ -582,6 +582,37 @@ TEST(RunRecordTest, AnOutputThatCannotBeWrittenIsSaidWhileTheCaptureRuns) {
   EXPECT_FALSE(ended_first) << "the error was said only after the command had ended";
 }
 
+TEST(RunRecordTest, AnOutputThatCannotBeWrittenEndsTheCapture) {
+  // Going on after the output failed only costs the profiled system: the
+  // capture must end and stop its command.  The command busy-loops for 120 s
+  // and then leaves a mark; a capture that went on until the command ended
+  // finds the mark.
+  if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full here";
+  TempDir dir;
+  const std::string ended = dir.File("ended");
+  RecordOptions o;
+  o.capture.target = CaptureOptions::Target::kCommand;
+  o.capture.command = {"/bin/sh", "-c",
+                       "end=$(($(date +%s) + 120)); "
+                       "while [ \"$(date +%s)\" -lt $end ]; do :; done; : >\"$0\"",
+                       ended};
+  auto max_rate = ReadSmallFile("/proc/sys/kernel/perf_event_max_sample_rate");
+  o.capture.frequency =
+      std::min<uint64_t>(4000, max_rate.ok() ? std::strtoull(max_rate->c_str(), nullptr, 10) : 1000);
+  o.capture.callchains = true;
+  o.capture.data_pages = 16;
+  o.output = "/dev/full";
+  int errors = 0;
+  o.on_output_error = [&](const Status&) { ++errors; };
+  auto r = RunRecord(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().error_number(), ENOSPC) << r.status().ToString();
+  EXPECT_EQ(errors, 1);
+  EXPECT_NE(access(ended.c_str(), F_OK), 0)
+      << "the capture went on after its output failed, until its command ended";
+}
+
 TEST(RunRecordTest, CommandThatCannotRunIsAnErrorWithErrno) {
   if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
   RecordOptions o;
