@@ -15,6 +15,11 @@
 #                         corpus of real captures; fails on a crash and keeps
 #                         its input in tools/reader/fuzz/regressions/, which
 #                         make reader-test replays.  Not part of make test.
+#   make fuzz-smoke       the same harnesses built, then each run for
+#                         FUZZ_SMOKE_RUNS (1000) inputs (fixed seed) from the seed
+#                         corpus and the regressions: part of make test (a
+#                         minute), so a harness that no longer builds or runs
+#                         is seen there and not first at make fuzz
 #   make reader-bench     replay throughput of synthetic records (a quick
 #                         measurement, not a test)
 #   make bench-reader     the benchmark table of tools/reader/README.md:
@@ -37,7 +42,7 @@ export FUZZ_SECONDS
 # The machine has two cores shared with other work.
 READER_JOBS       ?= 2
 
-.PHONY: fuzz reader-fuzz reader reader-asan reader-test reader-e2e-host reader-e2e-vm reader-bench bench-reader reader-clean
+.PHONY: fuzz fuzz-smoke reader-fuzz reader reader-asan reader-test reader-e2e-host reader-e2e-vm reader-bench bench-reader reader-clean
 
 $(READER_BUILD)/CMakeCache.txt: $(READER_SRC)/CMakeLists.txt
 	cmake -S $(READER_SRC) -B $(READER_BUILD) -DCMAKE_BUILD_TYPE=Release \
@@ -80,6 +85,24 @@ fuzz: reader reader-fuzz
 	$(READER_SRC)/fuzz/make_corpus.sh $(READER_FUZZ_BUILD)/seeds $(READER_BIN) \
 		$(READER_FUZZ_BUILD)/mmap3_fuzz_seeds
 	$(READER_SRC)/fuzz/run_fuzz.sh $(READER_FUZZ_BUILD) $(READER_SRC)/fuzz/regressions
+
+FUZZ_SMOKE_RUNS ?= 1000
+fuzz-smoke: reader reader-fuzz
+	@$(READER_SRC)/fuzz/make_corpus.sh $(READER_FUZZ_BUILD)/seeds $(READER_BIN) \
+		$(READER_FUZZ_BUILD)/mmap3_fuzz_seeds
+	@rc=0; for h in perf_data records elf; do \
+		corpus=$(READER_FUZZ_BUILD)/smoke/$$h; rm -rf $$corpus; mkdir -p $$corpus; \
+		reg=$(READER_SRC)/fuzz/regressions/$$h; [ -d $$reg ] || reg=; \
+		if $(READER_FUZZ_BUILD)/mmap3_fuzz_$$h -seed=1 -runs=$(FUZZ_SMOKE_RUNS) -timeout=10 \
+			-artifact_prefix=$$corpus/crash- $$corpus $(READER_FUZZ_BUILD)/seeds/$$h $$reg \
+			>$(READER_FUZZ_BUILD)/smoke-$$h.log 2>&1; then \
+			echo "fuzz-smoke $$h: ok, $(FUZZ_SMOKE_RUNS) inputs, $$(sed -n 's/.*DONE *\(cov: [0-9]*\).*/\1/p' \
+				$(READER_FUZZ_BUILD)/smoke-$$h.log)"; \
+		else \
+			rc=1; echo "fuzz-smoke $$h: FAILED (log: $(READER_FUZZ_BUILD)/smoke-$$h.log)"; \
+			grep -E '^(==[0-9]+==ERROR|SUMMARY)' $(READER_FUZZ_BUILD)/smoke-$$h.log | head -n 3; \
+		fi; \
+	done; exit $$rc
 
 reader-e2e-host: reader
 	READER_BIN=$(READER_BIN) WORK_DIR=$(BUILD)/reader-e2e \
