@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -52,6 +53,7 @@ std::string EncodePprofProto(const ReportModel& m) {
                       m.samples, m.lost_records, m.lost_samples, m.bad_records));
   if (!m.event.note.empty()) comment(m.event.note);
 
+  std::set<std::string> sources;
   for (size_t i = 0; i < m.frame_mappings.size(); ++i) {
     const FrameMapping& fm = m.frame_mappings[i];
     pb::Mapping* mp = p.add_mapping();
@@ -62,9 +64,12 @@ std::string EncodePprofProto(const ReportModel& m) {
     mp->set_filename(strings.Index(fm.path));
     if (!fm.build_id.empty()) mp->set_build_id(strings.Index(fm.build_id.Hex()));
     mp->set_has_functions(fm.has_symbols);
-    comment(fmt::format("mapping {}: {} build-id {} source {}", i + 1, fm.path,
-                        fm.build_id.empty() ? "none" : fm.build_id.Hex(),
-                        BuildIdSourceName(fm.source)));
+    // Once per file, not per mapping: an -a capture maps libc hundreds of
+    // times, and pprof prints every comment above its reports.
+    std::string source = fmt::format("build-id of {}: {} (source {})", fm.path,
+                                     fm.build_id.empty() ? "none" : fm.build_id.Hex(),
+                                     BuildIdSourceName(fm.source));
+    if (sources.insert(source).second) comment(source);
   }
 
   std::unordered_map<std::string, uint64_t> function_ids;

@@ -18,8 +18,9 @@
 //                        address in no known mapping; a Line (and Function)
 //                        only where the report found a symbol
 //   function             one per symbol name
-//   comment              the capture's mode and counts, and per mapping its
-//                        path, build-id and where the build-id came from
+//   comment              the capture's mode, counts and event, and per file
+//                        (path, build-id) where the build-id came from:
+//                        "build-id of PATH: HEX (source mmap3)"
 #ifndef MMAP3_READER_PPROF_H_
 #define MMAP3_READER_PPROF_H_
 

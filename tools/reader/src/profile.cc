@@ -406,6 +406,7 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
   std::map<MapKey, uint32_t> map_ids;
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> location_ids;  // (mapping + 1, address)
   std::vector<FrameMapping> mappings;
+  std::vector<uint64_t> leaf_samples;  // per mapping
   std::vector<FrameLocation> locations;
   std::vector<FrameStack> stacks;
   for (const auto& [key, sums] : frame_stacks_) {
@@ -431,8 +432,10 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
           m.source = object->source;
           m.kernel = object->kernel;
           mappings.push_back(std::move(m));
+          leaf_samples.push_back(0);
         }
         mapping = it->second + 1;
+        if (&f == &key.second.front()) leaf_samples[it->second] += sums.samples;
       }
       auto [it, inserted] = location_ids.try_emplace({mapping, f.address},
                                                      static_cast<uint32_t>(locations.size()));
@@ -453,15 +456,17 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
     stacks.push_back(std::move(stack));
   }
 
-  // Renumber in value order.
-  auto map_tie = [](const FrameMapping& m) {
-    return std::tie(m.path, m.build_id, m.start, m.limit, m.file_offset, m.source, m.kernel);
+  // Renumber in value order, the mappings with most samples first: pprof
+  // takes the first mapping for the profile's main binary ("File:").
+  auto map_tie = [&](uint32_t i) {
+    const FrameMapping& m = mappings[i];
+    return std::make_tuple(UINT64_MAX - leaf_samples[i], std::cref(m.path), std::cref(m.build_id),
+                           m.start, m.limit, m.file_offset, m.source, m.kernel);
   };
   std::vector<uint32_t> map_order(mappings.size());
   for (uint32_t i = 0; i < map_order.size(); ++i) map_order[i] = i;
-  std::stable_sort(map_order.begin(), map_order.end(), [&](uint32_t a, uint32_t b) {
-    return map_tie(mappings[a]) < map_tie(mappings[b]);
-  });
+  std::stable_sort(map_order.begin(), map_order.end(),
+                   [&](uint32_t a, uint32_t b) { return map_tie(a) < map_tie(b); });
   std::vector<uint32_t> new_map(mappings.size());
   for (uint32_t i = 0; i < map_order.size(); ++i) {
     new_map[map_order[i]] = i;

@@ -178,7 +178,8 @@ struct ReportModel {
   std::vector<ReportStack> stacks;
   SampledEvent event;
   // Filled only with ProfileOptions::sample_frames, sorted by value (the
-  // same capture gives the same model).
+  // same capture gives the same model); mappings with more samples (as a
+  // leaf) first.
   std::vector<FrameMapping> frame_mappings;
   std::vector<FrameLocation> frame_locations;
   std::vector<FrameStack> frame_stacks;

@@ -388,8 +388,7 @@ TEST_F(PprofTest, HeaderSaysWhatTheValuesAreAndWhereBuildIdsCameFrom) {
   int sources = 0;
   for (const pb::Mapping& mp : p.mapping()) {
     const std::string want =
-        fmt::format("mapping {}: {} build-id {} source {}", mp.id(), Str(p, mp.filename()),
-                    Str(p, mp.build_id()),
+        fmt::format("build-id of {}: {} (source {})", Str(p, mp.filename()), Str(p, mp.build_id()),
                     Str(p, mp.filename()) == path_ ? "mmap2" : "kernel_notes");
     sources += std::find(comments.begin(), comments.end(), want) != comments.end();
   }
