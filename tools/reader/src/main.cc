@@ -38,7 +38,7 @@ void PrintReport(const ReportModel& model, Format format) {
     case Format::kText: WriteTextReport(model, std::cout); break;
     case Format::kJson: WriteJsonReport(model, std::cout); break;
     case Format::kFolded: WriteFoldedReport(model, std::cout); break;
-    case Format::kPprof: break;  // a file of its own: WritePprofOutput()
+    case Format::kPprof: break;  // binary, to -o: see the report command below
   }
   std::cout.flush();
 }
