@@ -10,15 +10,18 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
 #include "commands.h"
 #include "elf_file.h"
 #include "perf_data.h"
+#include "pprof.h"
 #include "record.h"
 #include "report.h"
 #include "ring_buffer.h"
@@ -197,6 +200,31 @@ void CheckModel(const ReportModel& m, uint64_t file_size, bool callchains) {
   WriteTextReport(m, out);
   WriteJsonReport(m, out);
   WriteFoldedReport(m, out);
+  if (!callchains) return;
+  // The pprof model (ReportOptions::sample_frames, asked for with
+  // callchains): references in range, every sample once, and each stack's
+  // leaf where the rows put it.
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, uint64_t> by_row,
+      by_leaf;
+  for (const ReportRow& r : m.rows) by_row[{r.comm, r.path, r.build_id.Hex(), r.symbol}] += r.samples;
+  for (const FrameLocation& l : m.frame_locations) FUZZ_CHECK(l.mapping <= m.frame_mappings.size());
+  uint64_t framed = 0;
+  for (const FrameStack& st : m.frame_stacks) {
+    FUZZ_CHECK(!st.locations.empty());
+    for (uint32_t l : st.locations) FUZZ_CHECK(l < m.frame_locations.size());
+    framed += st.samples;
+    if (st.locations.empty() || st.locations[0] >= m.frame_locations.size()) continue;
+    const FrameLocation& leaf = m.frame_locations[st.locations[0]];
+    const FrameMapping* mp = leaf.mapping != 0 && leaf.mapping <= m.frame_mappings.size()
+                                 ? &m.frame_mappings[leaf.mapping - 1]
+                                 : nullptr;
+    by_leaf[{st.comm, mp ? mp->path : "[unknown]", mp ? mp->build_id.Hex() : "", leaf.symbol}] +=
+        st.samples;
+  }
+  FUZZ_CHECK(framed == m.samples, std::to_string(framed) + " != " + std::to_string(m.samples));
+  FUZZ_CHECK(by_leaf == by_row, "pprof leaves differ from the report's rows");
+  auto pprof = EncodePprof(m);
+  FUZZ_CHECK(pprof.ok(), pprof.status().ToString());
 }
 
 // Returns whether the report succeeded.
@@ -206,6 +234,7 @@ bool Report(const std::string& path, uint64_t size, bool callchains) {
     ReportOptions o;
     o.input = path;
     o.callchains = callchains;
+    o.sample_frames = callchains;
     o.kernel_notes = "";  // the same on every host, and no kallsyms per input
     auto model = RunReport(o);
     if (!model.ok()) {

@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -159,7 +160,77 @@ SymbolSearch SearchFor(const std::string& cache_dir) {
   return search;
 }
 
+// perf's names for the events it knows; "" for others.
+std::string EventName(const perf_event_attr& a) {
+  if (a.type == PERF_TYPE_HARDWARE) {
+    switch (a.config) {
+      case PERF_COUNT_HW_CPU_CYCLES: return "cycles";
+      case PERF_COUNT_HW_INSTRUCTIONS: return "instructions";
+      case PERF_COUNT_HW_CACHE_REFERENCES: return "cache-references";
+      case PERF_COUNT_HW_CACHE_MISSES: return "cache-misses";
+      case PERF_COUNT_HW_BRANCH_INSTRUCTIONS: return "branch-instructions";
+      case PERF_COUNT_HW_BRANCH_MISSES: return "branch-misses";
+      case PERF_COUNT_HW_BUS_CYCLES: return "bus-cycles";
+      case PERF_COUNT_HW_STALLED_CYCLES_FRONTEND: return "stalled-cycles-frontend";
+      case PERF_COUNT_HW_STALLED_CYCLES_BACKEND: return "stalled-cycles-backend";
+      case PERF_COUNT_HW_REF_CPU_CYCLES: return "ref-cycles";
+      default: return "";
+    }
+  }
+  if (a.type == PERF_TYPE_SOFTWARE) {
+    switch (a.config) {
+      case PERF_COUNT_SW_CPU_CLOCK: return "cpu-clock";
+      case PERF_COUNT_SW_TASK_CLOCK: return "task-clock";
+      case PERF_COUNT_SW_PAGE_FAULTS: return "page-faults";
+      case PERF_COUNT_SW_CONTEXT_SWITCHES: return "context-switches";
+      case PERF_COUNT_SW_CPU_MIGRATIONS: return "cpu-migrations";
+      case PERF_COUNT_SW_PAGE_FAULTS_MIN: return "minor-faults";
+      case PERF_COUNT_SW_PAGE_FAULTS_MAJ: return "major-faults";
+      case PERF_COUNT_SW_ALIGNMENT_FAULTS: return "alignment-faults";
+      case PERF_COUNT_SW_EMULATION_FAULTS: return "emulation-faults";
+      default: return "";
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+SampledEvent SampledEventOf(const std::vector<perf_event_attr>& attrs) {
+  std::vector<const perf_event_attr*> sampling;
+  for (const perf_event_attr& a : attrs) {
+    if (a.type == PERF_TYPE_SOFTWARE && a.config == PERF_COUNT_SW_DUMMY) continue;  // sideband
+    sampling.push_back(&a);
+  }
+  SampledEvent e;
+  if (sampling.empty()) return e;
+  const perf_event_attr& a = *sampling[0];
+  for (const perf_event_attr* other : sampling) {
+    if (other->type != a.type || other->config != a.config) {
+      e.note = "several events: their periods are added up in one value";
+      return e;
+    }
+    if (!(other->sample_type & PERF_SAMPLE_PERIOD)) {
+      e.note = "periods not recorded: every sample counts 1";
+      return e;
+    }
+  }
+  std::string name = EventName(a);
+  if (name.empty()) name = fmt::format("event-{}-{:#x}", a.type, a.config);
+  const bool clock = a.type == PERF_TYPE_SOFTWARE &&
+                     (a.config == PERF_COUNT_SW_CPU_CLOCK || a.config == PERF_COUNT_SW_TASK_CLOCK);
+  // cpu-clock's period is nanoseconds of CPU time: what pprof calls "cpu".
+  e.name = clock && a.config == PERF_COUNT_SW_CPU_CLOCK ? "cpu" : name;
+  e.unit = clock ? "nanoseconds" : "count";
+  if (a.freq) {
+    if (clock && a.sample_freq != 0) e.period = 1000000000 / a.sample_freq;
+    e.note = fmt::format("event {} sampled at {} Hz", name, a.sample_freq);
+  } else {
+    e.period = a.sample_period;
+    e.note = fmt::format("event {} sampled every {} {}", name, a.sample_period, e.unit);
+  }
+  return e;
+}
 
 Result<RecordResult> RunRecord(const RecordOptions& options) {
   std::unique_ptr<BuildIdCache> cache;
@@ -225,6 +296,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   DsoStore store(SearchFor(options.cache_dir));
   Symbolizer symbolizer(store);
   result.report = profile.BuildReport(symbolizer, CaptureModeName(c.mode()));
+  result.report.event = SampledEventOf({c.attr()});
   result.report.event_lost = static_cast<int64_t>(c.stats().event_lost);
   result.report.bad_records += c.stats().bad_size;  // framing errors in the ring buffers
   result.report.late_records = sink.late_records();
@@ -349,6 +421,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
 
   ProfileOptions po;
   po.callchains = options.callchains;
+  po.sample_frames = options.sample_frames;
   po.kernel_build_id = kernel_id;
   po.overrides = &overrides;
   po.path_build_id = [&by_path](std::string_view path) {
@@ -388,6 +461,11 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   DsoStore store(search);
   Symbolizer symbolizer(store);
   ReportModel model = profile.BuildReport(symbolizer, mode);
+  {
+    std::vector<perf_event_attr> attrs;
+    for (const PerfFileAttr& a : r.attrs()) attrs.push_back(a.attr);
+    model.event = SampledEventOf(attrs);
+  }
   model.bad_records += framing_errors + ring_bad;
   model.late_records = sorter.late();
   model.event_lost = event_lost;

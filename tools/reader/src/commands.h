@@ -45,6 +45,9 @@ struct ReportOptions {
   std::string input = "perf.data";
   std::string cache_dir;  // where to look for cached copies ("" to skip)
   bool callchains = false;
+  // Every sample's frames with addresses and mappings, call chains included
+  // when the capture has them (ReportModel::frame_stacks: --format pprof).
+  bool sample_frames = false;
   // The running kernel's build-id notes: kernel samples of a capture with
   // that id, made in this boot, may be symbolized from /proc/kallsyms (see
   // dso_store.h; "" never, nor from the running kernel's modules: a report
@@ -53,6 +56,10 @@ struct ReportOptions {
 };
 
 Result<ReportModel> RunReport(const ReportOptions& options);
+
+// What the samples of these events' periods count (the attrs of a capture;
+// the sideband's dummy event is not one of them).
+SampledEvent SampledEventOf(const std::vector<perf_event_attr>& attrs);
 
 // inject: a copy of a capture that perf can read.  PERF_RECORD_MMAP3 (which
 // perf does not know) becomes PERF_RECORD_MMAP2: the build-id variant when

@@ -96,6 +96,51 @@ Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const st
   return {};
 }
 
+Status WriteToFd(int fd, std::string_view data, const std::string& what) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write " + what);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return {};
+}
+
+Status ReplaceFile(const std::string& path, std::string_view data) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd.valid()) return ErrnoStatus("open " + path);
+    if (isatty(fd.get()))
+      return Status::Failure(path + " is a terminal: not writing binary data to it");
+    if (Status s = WriteToFd(fd.get(), data, path); !s.ok()) return s;
+    return fd.Close(path);
+  }
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  UniqueFd dirfd(open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dirfd.valid()) return ErrnoStatus("open the directory of " + path);
+  UniqueFd fd;
+  std::string temp;
+  for (unsigned attempt = 0; !fd.valid() && attempt < 64; ++attempt) {
+    temp = "." + base + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(attempt);
+    fd.Reset(openat(dirfd.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    0666));
+    if (!fd.valid() && errno != EEXIST) return ErrnoStatus("create a file beside " + path);
+  }
+  if (!fd.valid()) return Status::Failure("no unused temporary name beside " + path);
+  Status s = WriteToFd(fd.get(), data, path);
+  if (s.ok() && fsync(fd.get()) != 0) s = ErrnoStatus("fsync " + path);
+  if (s.ok()) s = fd.Close(path);
+  if (s.ok() && renameat(dirfd.get(), temp.c_str(), dirfd.get(), base.c_str()) != 0)
+    s = ErrnoStatus("rename the finished file to " + path);
+  if (!s.ok()) unlinkat(dirfd.get(), temp.c_str(), 0);
+  return s;
+}
+
 Result<std::string> ReadAllFd(int fd, uint64_t max_bytes, const std::string& path) {
   std::string out;
   char buf[65536];

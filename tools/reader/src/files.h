@@ -74,6 +74,17 @@ std::string PrintableName(std::string_view name);
 // writes); `path` names the file in the error.
 Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path);
 
+// Writes all of `data` at the descriptor's position (write, retried on
+// EINTR and short writes: pipes); `what` names it in the error.
+Status WriteToFd(int fd, std::string_view data, const std::string& what);
+
+// Makes `path` hold exactly `data`.  A regular file (or a symlink to one,
+// or nothing) is replaced by rename from a file written and synced beside
+// it, so that the path never names a partial file and an existing one keeps
+// its contents if anything fails.  Anything else (a device, a FIFO,
+// /dev/stdout) is written in place, unless it is a terminal: an error.
+Status ReplaceFile(const std::string& path, std::string_view data);
+
 // Everything from offset 0 to the end (pread, retried on EINTR); an error,
 // naming `path`, if there is more than `max_bytes`.
 Result<std::string> ReadAllFd(int fd, uint64_t max_bytes, const std::string& path);

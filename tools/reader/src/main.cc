@@ -18,6 +18,8 @@
 
 #include "build_id_cache.h"
 #include "commands.h"
+#include "files.h"
+#include "pprof.h"
 #include "proc_maps.h"
 #include "report.h"
 
@@ -29,13 +31,14 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
-enum class Format { kText, kJson, kFolded };
+enum class Format { kText, kJson, kFolded, kPprof };
 
 void PrintReport(const ReportModel& model, Format format) {
   switch (format) {
     case Format::kText: WriteTextReport(model, std::cout); break;
     case Format::kJson: WriteJsonReport(model, std::cout); break;
     case Format::kFolded: WriteFoldedReport(model, std::cout); break;
+    case Format::kPprof: break;  // binary, to -o: see the report command below
   }
   std::cout.flush();
 }
@@ -173,8 +176,10 @@ int Main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for all subcommands");
 
   Format format = Format::kText;
-  const std::map<std::string, Format> kFormats{
-      {"text", Format::kText}, {"json", Format::kJson}, {"folded", Format::kFolded}};
+  const std::map<std::string, Format> kFormats{{"text", Format::kText},
+                                               {"json", Format::kJson},
+                                               {"folded", Format::kFolded},
+                                               {"pprof", Format::kPprof}};
   std::string cache_dir = DefaultBuildIdCacheDir();
 
   // record
@@ -219,11 +224,14 @@ int Main(int argc, char** argv) {
 
   // report
   CLI::App* report = app.add_subcommand("report", "Report a saved capture");
-  std::string input = "perf.data";
+  std::string input = "perf.data", report_output;
   bool report_callchains = false;
   report->add_option("-i,--input", input, "perf.data file (ours or perf's)");
-  report->add_option("--format", format, "text, json or folded")
+  report->add_option("--format", format, "text, json, folded or pprof")
       ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case));
+  report->add_option("-o,--output", report_output,
+                     "File to write (--format pprof, which needs it; '-': standard output, "
+                     "if not a terminal)");
   report->add_flag("-g,--call-graph", report_callchains, "Use call chains (for --format folded)");
   report->add_option("--buildid-dir", cache_dir, "Build-id cache directory (default ~/.debug)");
 
@@ -293,6 +301,9 @@ int Main(int argc, char** argv) {
     }
     if (format == Format::kFolded && !callchains)
       return usage("--format folded needs -g (call chains)", record);
+    if (format == Format::kPprof)
+      return usage("--format pprof is for report: record -o FILE, then report -i FILE "
+                   "--format pprof -o OUT", record);
     {
       const uint64_t max_rate = std::strtoull(Sysctl("kernel/perf_event_max_sample_rate").c_str(),
                                               nullptr, 10);
@@ -382,8 +393,34 @@ int Main(int argc, char** argv) {
     opts.callchains = report_callchains;
     if (format == Format::kFolded && !report_callchains)
       return usage("--format folded needs -g (call chains)", report);
+    if (format == Format::kPprof) {
+      // Binary output: never onto a terminal.
+      if (report_output.empty())
+        return usage("--format pprof needs -o FILE (binary output; '-o -' writes it to "
+                     "standard output when that is not a terminal)", report);
+      if (report_output == "-" && isatty(STDOUT_FILENO))
+        return usage("--format pprof -o -: standard output is a terminal; not writing a "
+                     "binary profile there (redirect it or give -o FILE)", report);
+      opts.sample_frames = true;
+    } else if (!report_output.empty()) {
+      return usage("-o is for --format pprof; the other formats print to standard output",
+                   report);
+    }
     auto model = RunReport(opts);
     if (!model.ok()) return Fail(model.status());
+    if (format == Format::kPprof) {
+      auto bytes = EncodePprof(*model);
+      if (!bytes.ok()) return Fail(bytes.status());
+      const Status written = report_output == "-"
+                                 ? WriteToFd(STDOUT_FILENO, *bytes, "standard output")
+                                 : ReplaceFile(report_output, *bytes);
+      if (!written.ok()) return Fail(written);
+      if (report_output != "-")
+        fmt::print(stderr, "[ wrote {}: pprof, {} samples in {} stacks, {} mappings, {} "
+                   "locations ]\n", report_output, model->samples, model->frame_stacks.size(),
+                   model->frame_mappings.size(), model->frame_locations.size());
+      return kExitOk;
+    }
     PrintReport(*model, format);
     return kExitOk;
   }

@@ -198,16 +198,16 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
   switch (space) {
     case Space::kKernel:
       if (const Mapping* m = processes_.FindKernel(ip)) {
-        if (m->object->kernel_module) return {m->object.get(), ip - m->start};
-        return {m->object.get(), ip};
+        return {m->object.get(), m->object->kernel_module ? ip - m->start : ip, ip, m->start,
+                m->end, m->pgoff};
       }
       // Outside the image's text and every module known at the start (BPF,
       // trampolines, a module loaded since): the kernel, with no symbol.
-      return {kernel_object_.get(), ip};
+      return {kernel_object_.get(), ip, ip};
     case Space::kUser:
       if (const Mapping* m = processes_.FindUser(pid, ip))
-        return {m->object.get(), m->FileOffset(ip)};
-      return {nullptr, ip};
+        return {m->object.get(), m->FileOffset(ip), ip, m->start, m->end, m->pgoff};
+      return {nullptr, ip, ip};
     // Not the host's addresses: the host's kernel and the sampled task's
     // mappings (a vCPU thread's) must not name them.  One location per
     // space, since the host cannot tell one such address from another.
@@ -217,7 +217,7 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
     case Space::kHypervisor: return {hypervisor_.get(), 0};
     case Space::kUnknown: break;
   }
-  return {nullptr, ip};
+  return {nullptr, ip, ip};
 }
 
 void Profile::OnSample(const SampleRecord& s) {
@@ -232,11 +232,16 @@ void Profile::OnSample(const SampleRecord& s) {
   if (leaf.object == nullptr) ++unattributed_;
   flat_.Add(comm, leaf.object, leaf.offset, 1, s.period);
 
-  if (!options_.callchains) return;
+  if (!options_.callchains && !options_.sample_frames) return;
   std::vector<std::pair<const MappedObject*, uint64_t>> frames;
+  // Leaf first.  The leaf is always the sample's ip as the flat count
+  // resolved it, so that a stack is attributed as the report's rows are;
+  // the call chain's first ip (the same place) is not repeated.
+  std::vector<Frame> addressed{leaf};
   if (s.callchain.empty()) {
     frames.emplace_back(leaf.object, leaf.offset);
   } else {
+    bool first = true;
     Space context = space;
     // The first ip of each context is where that context was interrupted
     // (the sample's ip; for user frames under kernel ones, the user ip the
@@ -253,11 +258,18 @@ void Profile::OnSample(const SampleRecord& s) {
       }
       Frame f = Resolve(s.pid, interrupted_ip ? ip : ip - 1, context);
       frames.emplace_back(f.object, f.offset);
+      if (!first) addressed.push_back(f);
+      first = false;
       interrupted_ip = false;
     }
     std::reverse(frames.begin(), frames.end());  // outermost first
   }
-  ++stacks_[{comm, std::move(frames)}];
+  if (options_.callchains) ++stacks_[{comm, std::move(frames)}];
+  if (options_.sample_frames) {
+    FrameSums& sums = frame_stacks_[{comm, std::move(addressed)}];
+    ++sums.samples;
+    sums.period += s.period;
+  }
 }
 
 std::vector<const MappedObject*> Profile::Objects() const {
@@ -382,7 +394,103 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
     folded[line] += count;
   }
   for (auto& [line, count] : folded) model.stacks.push_back({line, count});
+  if (options_.sample_frames) BuildFrames(symbolizer, model);
   return model;
+}
+
+void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
+  // Interned by identity first (a mapping is an object and a range; a
+  // location a mapping and an address), then sorted by value so that the
+  // output does not depend on where objects happened to be allocated.
+  using MapKey = std::tuple<const MappedObject*, uint64_t, uint64_t, uint64_t>;
+  std::map<MapKey, uint32_t> map_ids;
+  std::map<std::pair<uint32_t, uint64_t>, uint32_t> location_ids;  // (mapping + 1, address)
+  std::vector<FrameMapping> mappings;
+  std::vector<uint64_t> leaf_samples;  // per mapping
+  std::vector<FrameLocation> locations;
+  std::vector<FrameStack> stacks;
+  for (const auto& [key, sums] : frame_stacks_) {
+    FrameStack stack;
+    stack.comm = comms_[key.first];
+    stack.samples = sums.samples;
+    stack.period = sums.period;
+    for (const Frame& f : key.second) {
+      const MappedObject* object = f.object != nullptr ? Shown(f.object) : nullptr;
+      uint32_t mapping = 0;
+      if (object != nullptr) {
+        auto [it, inserted] = map_ids.try_emplace(MapKey{object, f.map_start, f.map_end, f.map_pgoff},
+                                                  static_cast<uint32_t>(mappings.size()));
+        if (inserted) {
+          FrameMapping m;
+          m.start = f.map_start;
+          m.limit = f.map_end;
+          // The kernel image's pgoff is where _text was (perf's
+          // convention), not an offset in a file.
+          m.file_offset = object->kernel ? 0 : f.map_pgoff;
+          m.path = object->path;
+          m.build_id = object->build_id;
+          m.source = object->source;
+          m.kernel = object->kernel;
+          mappings.push_back(std::move(m));
+          leaf_samples.push_back(0);
+        }
+        mapping = it->second + 1;
+        if (&f == &key.second.front()) leaf_samples[it->second] += sums.samples;
+      }
+      auto [it, inserted] = location_ids.try_emplace({mapping, f.address},
+                                                     static_cast<uint32_t>(locations.size()));
+      if (inserted) {
+        FrameLocation l;
+        l.mapping = mapping;
+        l.address = f.address;
+        static const std::string kUnknown = "[unknown]";
+        Symbolizer::Symbol symbol{&kUnknown, SymbolStatus::kNoMapping};
+        if (object != nullptr) symbol = symbolizer.Lookup(*object, f.offset);
+        l.symbol = *symbol.name;
+        l.status = symbol.status;
+        if (mapping != 0 && l.status == SymbolStatus::kFound) mappings[mapping - 1].has_symbols = true;
+        locations.push_back(std::move(l));
+      }
+      stack.locations.push_back(it->second);
+    }
+    stacks.push_back(std::move(stack));
+  }
+
+  // Renumber in value order, the mappings with most samples first: pprof
+  // takes the first mapping for the profile's main binary ("File:").
+  auto map_tie = [&](uint32_t i) {
+    const FrameMapping& m = mappings[i];
+    return std::make_tuple(UINT64_MAX - leaf_samples[i], std::cref(m.path), std::cref(m.build_id),
+                           m.start, m.limit, m.file_offset, m.source, m.kernel);
+  };
+  std::vector<uint32_t> map_order(mappings.size());
+  for (uint32_t i = 0; i < map_order.size(); ++i) map_order[i] = i;
+  std::stable_sort(map_order.begin(), map_order.end(),
+                   [&](uint32_t a, uint32_t b) { return map_tie(a) < map_tie(b); });
+  std::vector<uint32_t> new_map(mappings.size());
+  for (uint32_t i = 0; i < map_order.size(); ++i) {
+    new_map[map_order[i]] = i;
+    model.frame_mappings.push_back(std::move(mappings[map_order[i]]));
+  }
+  for (FrameLocation& l : locations)
+    if (l.mapping != 0) l.mapping = new_map[l.mapping - 1] + 1;
+  std::vector<uint32_t> loc_order(locations.size());
+  for (uint32_t i = 0; i < loc_order.size(); ++i) loc_order[i] = i;
+  std::stable_sort(loc_order.begin(), loc_order.end(), [&](uint32_t a, uint32_t b) {
+    return std::tie(locations[a].mapping, locations[a].address) <
+           std::tie(locations[b].mapping, locations[b].address);
+  });
+  std::vector<uint32_t> new_loc(locations.size());
+  for (uint32_t i = 0; i < loc_order.size(); ++i) {
+    new_loc[loc_order[i]] = i;
+    model.frame_locations.push_back(std::move(locations[loc_order[i]]));
+  }
+  for (FrameStack& st : stacks)
+    for (uint32_t& l : st.locations) l = new_loc[l];
+  std::sort(stacks.begin(), stacks.end(), [](const FrameStack& a, const FrameStack& b) {
+    return std::tie(a.comm, a.locations) < std::tie(b.comm, b.locations);
+  });
+  model.frame_stacks = std::move(stacks);
 }
 
 }  // namespace mmap3

@@ -29,6 +29,10 @@ namespace mmap3 {
 
 struct ProfileOptions {
   bool callchains = false;  // build stacks for folded output
+  // Keep every sample's frames with their addresses and mappings, call
+  // chains included when the samples have them (ReportModel::frame_stacks,
+  // for --format pprof).
+  bool sample_frames = false;
   // Build-id of the kernel the samples came from (empty: unknown).
   BuildId kernel_build_id;
   // Fallback for MMAP records without a build-id: perf.data's build-id table
@@ -72,7 +76,17 @@ class Profile {
   struct Frame {
     const MappedObject* object;  // null: unmapped address
     uint64_t offset;             // file offset, kernel address, module offset, or raw ip
-    bool operator==(const Frame&) const = default;
+    // The address looked up (0 for a guest's or the hypervisor's) and the
+    // range of the mapping it was found in (all 0 when none was).
+    uint64_t address = 0;
+    uint64_t map_start = 0, map_end = 0, map_pgoff = 0;
+    auto Key() const {
+      return std::tie(object, offset, address, map_start, map_end, map_pgoff);
+    }
+    bool operator<(const Frame& o) const { return Key() < o.Key(); }
+  };
+  struct FrameSums {
+    uint64_t samples = 0, period = 0;
   };
   struct MappingEntry {
     uint32_t pid;
@@ -101,6 +115,8 @@ class Profile {
   void OnKernelMmap(const MmapRecord& m);
   void OnSample(const SampleRecord& s);
   Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
+  // Fills model.frame_mappings, frame_locations and frame_stacks.
+  void BuildFrames(Symbolizer& symbolizer, ReportModel& model) const;
   uint32_t InternComm(const std::string& comm);
   std::shared_ptr<const MappedObject> InternObject(MappedObject object);
 
@@ -125,6 +141,8 @@ class Profile {
   std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, uint64_t>
       stacks_;
   std::vector<MappingEntry> mappings_;
+  // With sample_frames: (comm, frames leaf first) -> counts.
+  std::map<std::pair<uint32_t, std::vector<Frame>>, FrameSums> frame_stacks_;
   // Changed modules' objects -> their stand-ins, without a build-id.
   std::map<const MappedObject*, std::shared_ptr<const MappedObject>> changed_modules_;
   std::vector<std::string> changed_module_paths_;  // sorted

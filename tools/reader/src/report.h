@@ -91,6 +91,50 @@ struct ReportStack {
   uint64_t samples = 0;
 };
 
+// Every sample with the addresses of its frames and the mappings they are
+// in: what --format pprof writes (ProfileOptions::sample_frames).  The
+// attribution is the flat rows': a stack's first location (its leaf) is the
+// (object, offset) its row counted, on that object's mapping, and a sample
+// the rows put on no mapping ("[unknown]") has a location in none.
+struct FrameMapping {
+  // [start, limit) and the file offset of start, as recorded.  0, 0: no
+  // recorded range holds its addresses (kernel addresses outside every
+  // kernel mapping, the guest's and the hypervisor's).
+  uint64_t start = 0, limit = 0, file_offset = 0;
+  std::string path;
+  BuildId build_id;
+  BuildIdSource source = BuildIdSource::kNone;
+  bool kernel = false;       // the kernel image or a module
+  bool has_symbols = false;  // some location in it got a symbol
+};
+
+struct FrameLocation {
+  uint32_t mapping = 0;  // index into frame_mappings + 1; 0: in no known mapping
+  // The address looked up: the sample's ip, a return address less one, or
+  // the ip in no mapping; 0 for a guest's or the hypervisor's.
+  uint64_t address = 0;
+  std::string symbol;  // the report's name for it (see SymbolStatus)
+  SymbolStatus status = SymbolStatus::kNoMapping;
+};
+
+struct FrameStack {
+  std::string comm;
+  std::vector<uint32_t> locations;  // indices into frame_locations, leaf first
+  uint64_t samples = 0;
+  uint64_t period = 0;
+};
+
+// What a sample's period counts: "cpu" in "nanoseconds" for the cpu-clock
+// and task-clock events record uses, "cycles" in "count", ...; `period` is
+// the nominal period (0 when not known).  A capture of several events says
+// "events" (the periods of different events added up).
+struct SampledEvent {
+  std::string name = "events";
+  std::string unit = "count";
+  uint64_t period = 0;
+  std::string note;  // what else a reader of the numbers must know, or ""
+};
+
 // A kernel module's mapping as record wrote it: "[ext4]" at its load address.
 struct KernelModuleMapping {
   std::string path;
@@ -132,6 +176,13 @@ struct ReportModel {
   std::vector<ReportRow> rows;
   std::vector<ReportMapping> mappings;
   std::vector<ReportStack> stacks;
+  SampledEvent event;
+  // Filled only with ProfileOptions::sample_frames, sorted by value (the
+  // same capture gives the same model); mappings with more samples (as a
+  // leaf) first.
+  std::vector<FrameMapping> frame_mappings;
+  std::vector<FrameLocation> frame_locations;
+  std::vector<FrameStack> frame_stacks;
 };
 
 void WriteTextReport(const ReportModel& model, std::ostream& out);

@@ -246,6 +246,150 @@ t_we_read_perf_files() {
 	"$READER_BIN" report -i "$W/perf.data" -g --format folded | grep -q 'e2e_v1_hot' || fail "folded from perf.data"
 }
 
+# go tool pprof (Debian's golang-go) with its cache and home in the work
+# directory: go needs a writable GOCACHE, and nothing of the user's.
+gopprof() {
+	HOME=$W/gohome GOCACHE=$W/gocache GOPATH=$W/gopath GOTOOLCHAIN=local GOFLAGS= \
+		go tool pprof "$@"
+}
+
+t_pprof_export_reads_in_go_pprof() {
+	command -v go >/dev/null || skip "go not installed (Debian's golang-go): go tool pprof cannot read the export"
+	mkdir -p "$W/gohome" "$W/gocache"
+	# The replace scenario (its own checks of the report included), with
+	# call chains, exported as pprof and read back by Go's pprof.
+	replace_scenario pprof -g
+	local cache=$W/pprof.cache rc=0
+	"$READER_BIN" report -i "$W/pprof.data" --buildid-dir "$cache" >"$W/pprof.txt"
+	"$READER_BIN" report -i "$W/pprof.data" --buildid-dir "$cache" --format pprof \
+		-o "$W/pprof.pb.gz" 2>"$W/pprof.err" || { cat "$W/pprof.err"; fail "report --format pprof failed"; }
+	cat "$W/pprof.err"
+	# -symbolize=none: the names must come from the file (profiles are read
+	# where the binaries are not), never from pprof looking at the paths.
+	gopprof -symbolize=none -raw "$W/pprof.pb.gz" >"$W/pprof.raw" 2>"$W/pprof.raw.err" ||
+		{ cat "$W/pprof.raw.err"; fail "go tool pprof -raw cannot read the file"; }
+	gopprof -symbolize=none -top -sample_index=samples -nodecount=1000000 -nodefraction=0 \
+		-edgefraction=0 "$W/pprof.pb.gz" >"$W/pprof.top" 2>"$W/pprof.top.err" ||
+		{ cat "$W/pprof.top.err"; fail "go tool pprof -top cannot read the file"; }
+	sed -n '/flat%/,+5p' "$W/pprof.top"
+	python3 - "$W/pprof.txt" "$W/pprof.json" "$W/pprof.raw" "$W/pprof.top" "$ID1" "$ID2" "$ID3" <<'PY'
+import collections, json, re, sys
+text, js, raw, top = (open(f).read() for f in sys.argv[1:5])
+ids = sys.argv[5:8]
+d = json.loads(js)
+bad = []
+def check(ok, what):
+    if not ok:
+        bad.append(what)
+
+# Our text report: the total, and samples per symbol (found ones: the
+# others are "[unknown ...]", "[no symbol ...]", which pprof shows as
+# addresses).
+total = int(re.search(r"samples: (\d+)", text).group(1))
+ours = collections.Counter()
+for line in text.splitlines():
+    if line.startswith("#") or not line.strip():
+        continue
+    cols = re.split(r"\s{2,}", line.strip())
+    if len(cols) == 5 and not cols[4].startswith("["):
+        ours[cols[4]] += int(cols[1])
+
+# go tool pprof -top (samples): the total and flat samples per function.
+m = re.search(r"of (\d+) total", top)
+check(m and int(m.group(1)) == total, "pprof -top total %s, our report %d" % (m and m.group(1), total))
+theirs = collections.Counter()
+for line in top.splitlines():
+    f = line.split(None, 5)
+    if len(f) == 6 and re.fullmatch(r"\d+", f[0]) and f[1].endswith("%"):
+        theirs[f[5]] += int(f[0])
+for sym, n in ours.items():
+    check(theirs[sym] == n, "%s: %d samples in our report, %d in pprof -top" % (sym, n, theirs[sym]))
+top5 = [s for s, n in ours.most_common(5)]
+print("NOTE: total %d samples in both; top symbols (ours = pprof -top): %s" % (
+    total, ", ".join("%s %d=%d" % (s, ours[s], theirs[s]) for s in top5)))
+
+# go tool pprof -raw: mappings, locations, samples.
+sec = None
+mappings, locations, samples = {}, {}, []
+for line in raw.splitlines():
+    if line in ("Locations", "Mappings") or line.startswith("Samples:"):
+        sec = line.rstrip(":")
+        continue
+    if sec == "Mappings":
+        f = line.split()
+        rng = f[1].split("/")
+        mappings[f[0].rstrip(":")] = {"start": int(rng[0], 16), "path": f[2],
+                                      "id": f[3] if len(f) > 3 and not f[3].startswith("[") else ""}
+    elif sec == "Locations":
+        m = re.match(r"\s*(\d+): (0x[0-9a-f]+) (?:M=(\d+) )?(?:\[F\] )?(\S*)", line)
+        if m:
+            locations[m.group(1)] = {"mapping": m.group(3), "fn": m.group(4)}
+    elif sec == "Samples":
+        m = re.match(r"\s*(\d+)\s+(\d+): ([\d ]+)$", line)
+        if m:
+            samples.append((int(m.group(1)), m.group(3).split()))
+check(sum(n for n, _ in samples) == total, "pprof -raw samples add up to %d, not %d" % (sum(n for n, _ in samples), total))
+
+# Every mapping carries the build-id the report has for it.
+known = collections.defaultdict(set)
+for mp in d["capture"]["mappings"]:
+    known[mp["path"]].add(mp["build_id"])
+for k, mp in mappings.items():
+    check(mp["id"] in known[mp["path"]], "mapping %s %s: build-id %r, the report has %s" % (k, mp["path"], mp["id"], sorted(known[mp["path"]])))
+    check(mp["id"] != "" or "" in known[mp["path"]], "mapping %s %s has no build-id" % (k, mp["path"]))
+
+# The replaced library: one mapping per version, each with its own samples
+# and symbols, as many as the report gives it.
+lib = {k: mp for k, mp in mappings.items() if mp["path"].endswith("/libe2e.so")}
+lib_ids = sorted(mp["id"] for mp in lib.values())
+check(len(set(lib_ids)) >= 2 and len(lib_ids) == len(set(lib_ids)), "libe2e.so mappings: build-ids %s" % lib_ids)
+check(set(lib_ids) <= set(ids), "libe2e.so build-ids %s not among the versions" % lib_ids)
+per_id = collections.Counter()
+for n, locs in samples:
+    loc = locations[locs[0]]
+    mp = lib.get(loc["mapping"])
+    if mp is None:
+        continue
+    per_id[mp["id"]] += n
+    if mp["id"] in ids:  # (another id is a failure said above)
+        v = ids.index(mp["id"]) + 1
+        check(not (loc["fn"].startswith("e2e_v") and loc["fn"] != "e2e_v%d_hot" % v), "version %d's mapping has %s" % (v, loc["fn"]))
+rows = collections.Counter()
+for r in d["rows"]:
+    if r["path"].endswith("/libe2e.so"):
+        rows[r["build_id"]] += r["samples"]
+check(per_id == rows, "libe2e.so samples per build-id: pprof %s, report %s" % (dict(per_id), dict(rows)))
+print("NOTE: pprof: %d mappings; libe2e.so as %d mappings (%s), samples per build-id %s" % (
+    len(mappings), len(lib), " ".join(i[:12] for i in lib_ids), " ".join("%s=%d" % (i[:12], per_id[i]) for i in lib_ids)))
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY
+}
+
+t_pprof_needs_an_output() {
+	local rc=0
+	"$READER_BIN" report -i "$W/does-not-matter" --format pprof >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 2 ] && grep -q -- "--format pprof needs -o FILE" "$W/o" || { cat "$W/o"; fail "pprof without -o: exit $rc"; }
+	# Standard output when it is not a terminal: a pipe.
+	cp "$W/v1.so" "$W/lib/libe2e.so"
+	"$READER_BIN" record -q -F 2000 -o "$W/pp.data" --no-buildid-cache -- "$W/prog" 200
+	"$READER_BIN" report -i "$W/pp.data" --format pprof -o - | gzip -dc | head -c 1000000 >"$W/pp.pb"
+	[ -s "$W/pp.pb" ] || fail "report --format pprof -o - wrote nothing to a pipe"
+	# A terminal (script(1)'s pseudo-terminal): refused, nothing written.
+	if script -qec true /dev/null </dev/null >/dev/null 2>&1; then
+		rc=0; script -qec "'$READER_BIN' report -i '$W/pp.data' --format pprof -o -" /dev/null \
+			>"$W/o" 2>&1 </dev/null || rc=$?
+		grep -q "standard output is a terminal" "$W/o" || { head -c 600 "$W/o" | cat -v; echo; fail "pprof onto a terminal: exit $rc"; }
+	else
+		echo "NOTE: no pseudo-terminal here (script(1) failed): pprof onto a terminal not checked"
+	fi
+	rc=0; "$READER_BIN" report -i "$W/pp.data" --format pprof -o "$W/no/such/dir/p.pb.gz" >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 1 ] && grep -q "no/such/dir/p.pb.gz" "$W/o" || { cat "$W/o"; fail "bad pprof path: exit $rc"; }
+	rc=0; "$READER_BIN" report -i "$W/pp.data" -o "$W/p.txt" >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 2 ] || { cat "$W/o"; fail "-o without --format pprof: exit $rc"; }
+}
+
 # start_recorder NAME ARGS...: runs `mmap3-reader record ARGS` in the
 # background (its pid in rec_pid) with --control FIFOs $W/NAME.ctl and
 # $W/NAME.ack, and returns once it has answered a ping: its events are
@@ -816,6 +960,7 @@ fi
 tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its_symbols
        t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
        t_perf_reads_our_file t_we_read_perf_files t_perf_system_wide_file_of_a_replaced_library
+       t_pprof_export_reads_in_go_pprof t_pprof_needs_an_output
        t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
        t_pid_whose_main_thread_exited t_vdso_is_symbolized t_kernel_symbols_from_the_capture

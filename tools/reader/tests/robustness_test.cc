@@ -24,12 +24,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -40,6 +42,7 @@
 #include "fixtures.h"
 #include "linux/perf_event_mmap3.h"
 #include "perf_data.h"
+#include "pprof.h"
 #include "record.h"
 #include "record_writer.h"
 #include "report.h"
@@ -676,6 +679,28 @@ void CheckModel(const ReportModel& m, uint64_t file_size, bool callchains) {
   WriteJsonReport(m, out);
   WriteFoldedReport(m, out);
   EXPECT_FALSE(out.str().empty());
+  if (!callchains) return;
+  // The pprof model (asked for with callchains): every sample once,
+  // references in range, each stack's leaf where the rows put it, and it
+  // encodes.
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, uint64_t> by_row,
+      by_leaf;
+  for (const ReportRow& r : m.rows) by_row[{r.comm, r.path, r.build_id.Hex(), r.symbol}] += r.samples;
+  uint64_t framed = 0;
+  for (const FrameStack& st : m.frame_stacks) {
+    framed += st.samples;
+    ASSERT_FALSE(st.locations.empty());
+    for (uint32_t l : st.locations) ASSERT_LT(l, m.frame_locations.size());
+    const FrameLocation& leaf = m.frame_locations[st.locations[0]];
+    ASSERT_LE(leaf.mapping, m.frame_mappings.size());
+    const FrameMapping* mp = leaf.mapping ? &m.frame_mappings[leaf.mapping - 1] : nullptr;
+    by_leaf[{st.comm, mp ? mp->path : "[unknown]", mp ? mp->build_id.Hex() : "", leaf.symbol}] +=
+        st.samples;
+  }
+  EXPECT_EQ(framed, m.samples);
+  EXPECT_TRUE(by_leaf == by_row) << "pprof leaves differ from the report's rows";
+  auto pprof = EncodePprof(m);
+  EXPECT_TRUE(pprof.ok()) << pprof.status().ToString();
 }
 
 // RunReport: a model whose counts add up, or an error naming the file.  Never
@@ -684,6 +709,7 @@ bool CheckReport(const std::string& path, uint64_t file_size, bool callchains) {
   ReportOptions o;
   o.input = path;
   o.callchains = callchains;
+  o.sample_frames = callchains;
   try {
     auto model = RunReport(o);
     if (!model.ok()) {
@@ -881,6 +907,7 @@ TEST_F(PerfDataRobustnessTest, MutatedFilesReportOrFailCleanly) {
     ReportOptions o;
     o.input = valid_path;
     o.callchains = true;
+    o.sample_frames = true;
     auto m = RunReport(o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     EXPECT_EQ(m->bad_records, 0u);

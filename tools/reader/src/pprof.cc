@@ -1,0 +1,135 @@
+#include "pprof.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "proto/profile.pb.h"
+
+namespace mmap3 {
+namespace {
+
+namespace pb = perftools::profiles;
+
+// profile.proto keeps every string once, in string_table; fields hold
+// indices, and index 0 is "".
+class StringTable {
+ public:
+  explicit StringTable(pb::Profile* profile) : profile_(profile) { Index(""); }
+  int64_t Index(const std::string& s) {
+    auto [it, inserted] = index_.try_emplace(s, static_cast<int64_t>(index_.size()));
+    if (inserted) profile_->add_string_table(s);
+    return it->second;
+  }
+
+ private:
+  pb::Profile* profile_;
+  std::unordered_map<std::string, int64_t> index_;
+};
+
+}  // namespace
+
+std::string EncodePprofProto(const ReportModel& m) {
+  pb::Profile p;
+  StringTable strings(&p);
+  auto value_type = [&](pb::ValueType* v, const std::string& type, const std::string& unit) {
+    v->set_type(strings.Index(type));
+    v->set_unit(strings.Index(unit));
+  };
+  value_type(p.add_sample_type(), "samples", "count");
+  value_type(p.add_sample_type(), m.event.name, m.event.unit);
+  p.set_default_sample_type(strings.Index(m.event.name));
+  value_type(p.mutable_period_type(), m.event.name, m.event.unit);
+  p.set_period(static_cast<int64_t>(m.event.period));
+
+  auto comment = [&](const std::string& text) { p.add_comment(strings.Index(text)); };
+  comment(fmt::format("mmap3-reader capture mode: {}", m.mode));
+  comment(fmt::format("samples: {}, lost records: {}, lost samples: {}, bad records: {}",
+                      m.samples, m.lost_records, m.lost_samples, m.bad_records));
+  if (!m.event.note.empty()) comment(m.event.note);
+
+  std::set<std::string> sources;
+  for (size_t i = 0; i < m.frame_mappings.size(); ++i) {
+    const FrameMapping& fm = m.frame_mappings[i];
+    pb::Mapping* mp = p.add_mapping();
+    mp->set_id(i + 1);
+    mp->set_memory_start(fm.start);
+    mp->set_memory_limit(fm.limit);
+    mp->set_file_offset(fm.file_offset);
+    mp->set_filename(strings.Index(fm.path));
+    if (!fm.build_id.empty()) mp->set_build_id(strings.Index(fm.build_id.Hex()));
+    mp->set_has_functions(fm.has_symbols);
+    // Once per file, not per mapping: an -a capture maps libc hundreds of
+    // times, and pprof prints every comment above its reports.
+    std::string source = fmt::format("build-id of {}: {} (source {})", fm.path,
+                                     fm.build_id.empty() ? "none" : fm.build_id.Hex(),
+                                     BuildIdSourceName(fm.source));
+    if (sources.insert(source).second) comment(source);
+  }
+
+  std::unordered_map<std::string, uint64_t> function_ids;
+  for (size_t i = 0; i < m.frame_locations.size(); ++i) {
+    const FrameLocation& fl = m.frame_locations[i];
+    pb::Location* loc = p.add_location();
+    loc->set_id(i + 1);
+    loc->set_mapping_id(fl.mapping);
+    loc->set_address(fl.address);
+    if (fl.status != SymbolStatus::kFound) continue;  // the address says where
+    auto [it, inserted] = function_ids.try_emplace(fl.symbol, function_ids.size() + 1);
+    if (inserted) {
+      pb::Function* f = p.add_function();
+      f->set_id(it->second);
+      f->set_name(strings.Index(fl.symbol));
+      f->set_system_name(strings.Index(fl.symbol));
+    }
+    loc->add_line()->set_function_id(it->second);
+  }
+
+  const int64_t comm_key = strings.Index("comm");
+  for (const FrameStack& st : m.frame_stacks) {
+    pb::Sample* s = p.add_sample();
+    for (uint32_t l : st.locations) s->add_location_id(l + 1);
+    s->add_value(static_cast<int64_t>(st.samples));
+    s->add_value(static_cast<int64_t>(st.period));
+    pb::Label* label = s->add_label();
+    label->set_key(comm_key);
+    label->set_str(strings.Index(st.comm));
+  }
+  return p.SerializeAsString();
+}
+
+Result<std::string> EncodePprof(const ReportModel& model) {
+  const std::string raw = EncodePprofProto(model);
+  z_stream z;
+  std::memset(&z, 0, sizeof(z));
+  // windowBits 15 + 16: a gzip header and trailer, as pprof expects.
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    return Status::Failure("pprof: zlib deflateInit2 failed");
+  std::string out;
+  char chunk[1 << 16];
+  size_t consumed = 0;
+  int rc = Z_OK;
+  // zlib counts in uInt (32 bits): the input is fed in pieces.
+  while (rc == Z_OK) {
+    if (z.avail_in == 0 && consumed < raw.size()) {
+      const size_t n = std::min<size_t>(raw.size() - consumed, 1u << 30);
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data() + consumed));
+      z.avail_in = static_cast<uInt>(n);
+      consumed += n;
+    }
+    z.next_out = reinterpret_cast<Bytef*>(chunk);
+    z.avail_out = sizeof(chunk);
+    rc = deflate(&z, consumed == raw.size() ? Z_FINISH : Z_NO_FLUSH);
+    out.append(chunk, sizeof(chunk) - z.avail_out);
+  }
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) return Status::Failure(fmt::format("pprof: zlib deflate failed ({})", rc));
+  return out;
+}
+
+}  // namespace mmap3
