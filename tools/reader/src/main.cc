@@ -1,5 +1,6 @@
 // mmap3-reader command line.  The only place that prints errors and picks
 // exit codes: 0 success, 1 failure, 2 usage.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -401,6 +402,13 @@ int Main(int argc, char** argv) {
       if (report_output == "-" && isatty(STDOUT_FILENO))
         return usage("--format pprof -o -: standard output is a terminal; not writing a "
                      "binary profile there (redirect it or give -o FILE)", report);
+      // The capture is the one thing that cannot be made again.
+      struct stat in_st, out_st;
+      if (report_output != "-" && stat(input.c_str(), &in_st) == 0 &&
+          stat(report_output.c_str(), &out_st) == 0 && in_st.st_dev == out_st.st_dev &&
+          in_st.st_ino == out_st.st_ino)
+        return usage(fmt::format("-o {} is the capture being reported (-i {}); not "
+                                 "overwriting it", report_output, input), report);
       opts.sample_frames = true;
     } else if (!report_output.empty()) {
       return usage("-o is for --format pprof; the other formats print to standard output",

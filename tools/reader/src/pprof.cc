@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -49,8 +50,8 @@ std::string EncodePprofProto(const ReportModel& m) {
 
   auto comment = [&](const std::string& text) { p.add_comment(strings.Index(text)); };
   comment(fmt::format("mmap3-reader capture mode: {}", m.mode));
-  comment(fmt::format("samples: {}, lost records: {}, lost samples: {}, bad records: {}",
-                      m.samples, m.lost_records, m.lost_samples, m.bad_records));
+  // What the text report says above its table, warnings included.
+  for (const std::string& note : ReportNotes(m)) comment(note);
   if (!m.event.note.empty()) comment(m.event.note);
 
   std::set<std::string> sources;
@@ -72,7 +73,30 @@ std::string EncodePprofProto(const ReportModel& m) {
     if (sources.insert(source).second) comment(source);
   }
 
-  std::unordered_map<std::string, uint64_t> function_ids;
+  // A function is a symbol of one object: the contents a build-id names
+  // (copies of one binary at several paths are one object), or the path
+  // where there is no build-id.  pprof adds up functions by name, so a name
+  // that two objects have (two versions of a replaced library, strlen in
+  // the kernel and in ld.so) is given its object in the name, or their
+  // samples would be shown as one function's; system_name keeps the symbol.
+  auto object_of = [&](const FrameLocation& fl) {
+    if (fl.mapping == 0 || fl.mapping > m.frame_mappings.size()) return std::string();
+    const FrameMapping& fm = m.frame_mappings[fl.mapping - 1];
+    return fm.build_id.empty() ? "path " + fm.path : "build-id " + fm.build_id.Hex();
+  };
+  std::unordered_map<std::string, std::set<std::string>> objects_of_name;
+  for (const FrameLocation& fl : m.frame_locations)
+    if (fl.status == SymbolStatus::kFound) objects_of_name[fl.symbol].insert(object_of(fl));
+  auto display_name = [&](const FrameLocation& fl) {
+    if (objects_of_name[fl.symbol].size() < 2) return fl.symbol;
+    if (fl.mapping == 0 || fl.mapping > m.frame_mappings.size()) return fl.symbol;
+    const FrameMapping& fm = m.frame_mappings[fl.mapping - 1];
+    const std::string base = fm.path.substr(fm.path.rfind('/') + 1);
+    return fm.build_id.empty()
+               ? fmt::format("{} [{}]", fl.symbol, base)
+               : fmt::format("{} [{} {}]", fl.symbol, base, fm.build_id.Hex().substr(0, 12));
+  };
+  std::map<std::pair<std::string, std::string>, uint64_t> function_ids;
   for (size_t i = 0; i < m.frame_locations.size(); ++i) {
     const FrameLocation& fl = m.frame_locations[i];
     pb::Location* loc = p.add_location();
@@ -80,11 +104,12 @@ std::string EncodePprofProto(const ReportModel& m) {
     loc->set_mapping_id(fl.mapping);
     loc->set_address(fl.address);
     if (fl.status != SymbolStatus::kFound) continue;  // the address says where
-    auto [it, inserted] = function_ids.try_emplace(fl.symbol, function_ids.size() + 1);
+    auto [it, inserted] =
+        function_ids.try_emplace({fl.symbol, object_of(fl)}, function_ids.size() + 1);
     if (inserted) {
       pb::Function* f = p.add_function();
       f->set_id(it->second);
-      f->set_name(strings.Index(fl.symbol));
+      f->set_name(strings.Index(display_name(fl)));
       f->set_system_name(strings.Index(fl.symbol));
     }
     loc->add_line()->set_function_id(it->second);

@@ -17,7 +17,10 @@
 //   location             one per (mapping, address); mapping_id 0 for an
 //                        address in no known mapping; a Line (and Function)
 //                        only where the report found a symbol
-//   function             one per symbol name
+//   function             one per (symbol, object: build-id, else path); a
+//                        symbol name that more than one object has is
+//                        named "NAME [FILE BUILDID12]" (pprof adds up
+//                        functions by name), system_name is the symbol
 //   comment              the capture's mode, counts and event, and per file
 //                        (path, build-id) where the build-id came from:
 //                        "build-id of PATH: HEX (source mmap3)"

@@ -236,7 +236,7 @@ void Profile::OnSample(const SampleRecord& s) {
   std::vector<std::pair<const MappedObject*, uint64_t>> frames;
   // Leaf first.  The leaf is always the sample's ip as the flat count
   // resolved it, so that a stack is attributed as the report's rows are;
-  // the call chain's first ip (the same place) is not repeated.
+  // the call chain's first ip, when it is that same place, is not repeated.
   std::vector<Frame> addressed{leaf};
   if (s.callchain.empty()) {
     frames.emplace_back(leaf.object, leaf.offset);
@@ -258,7 +258,11 @@ void Profile::OnSample(const SampleRecord& s) {
       }
       Frame f = Resolve(s.pid, interrupted_ip ? ip : ip - 1, context);
       frames.emplace_back(f.object, f.offset);
-      if (!first) addressed.push_back(f);
+      // The chain starts at the sample's ip, already the leaf, unless the
+      // kernel's part was left out (exclude_callchain_kernel, perf's
+      // --user-callchains): then a kernel sample's chain starts at the user
+      // ip the kernel was entered from, a frame of its own.
+      if (!first || ip != s.ip) addressed.push_back(f);
       first = false;
       interrupted_ip = false;
     }

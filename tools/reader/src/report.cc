@@ -17,18 +17,19 @@ std::string DsoLabel(const std::string& path, const BuildId& id, BuildIdSource s
   return fmt::format("{} ({})", base, id.ShortHex());
 }
 
-void WriteTextReport(const ReportModel& m, std::ostream& out) {
-  fmt::print(out,
-             "# mode: {}   samples: {}   lost records: {}   lost samples: {}{}   bad records: {}   "
-             "late records: {}\n",
-             m.mode, m.samples, m.lost_records, m.lost_samples,
-             m.event_lost < 0 ? "" : fmt::format("   lost (per event): {}", m.event_lost),
-             m.bad_records, m.late_records);
+std::vector<std::string> ReportNotes(const ReportModel& m) {
+  std::vector<std::string> notes;
+  notes.push_back(fmt::format(
+      "mode: {}   samples: {}   lost records: {}   lost samples: {}{}   bad records: {}   "
+      "late records: {}",
+      m.mode, m.samples, m.lost_records, m.lost_samples,
+      m.event_lost < 0 ? "" : fmt::format("   lost (per event): {}", m.event_lost),
+      m.bad_records, m.late_records));
   if (m.late_records != 0) {
-    fmt::print(out,
-               "# late records: {} arrived after newer records had been attributed and were "
-               "applied out of time order\n",
-               m.late_records);
+    notes.push_back(fmt::format(
+        "late records: {} arrived after newer records had been attributed and were applied out "
+        "of time order",
+        m.late_records));
   }
   std::string sources;
   for (int i = 0; i < kBuildIdSourceCount; ++i) {
@@ -36,31 +37,35 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
     sources += fmt::format(" {}={}", BuildIdSourceName(static_cast<BuildIdSource>(i)),
                            m.mappings_by_source[i]);
   }
-  fmt::print(out, "# mappings by build-id source:{}\n", sources.empty() ? " (none)" : sources);
+  notes.push_back(fmt::format("mappings by build-id source:{}", sources.empty() ? " (none)" : sources));
   if (m.mappings_by_source[static_cast<int>(BuildIdSource::kPerfHeader)] != 0) {
-    fmt::print(out,
-               "# perf_header_unverified: build-ids from perf's table, which perf read by path "
-               "when recording ended: a file rewritten in place during the capture would have "
-               "another; paths mapped from more than one file get none\n");
+    notes.push_back(
+        "perf_header_unverified: build-ids from perf's table, which perf read by path when "
+        "recording ended: a file rewritten in place during the capture would have another; paths "
+        "mapped from more than one file get none");
   }
   if (m.startup) {
-    fmt::print(out,
-               "# startup: mappings of {} processes read in {:.2f} s, {} records drained "
-               "meanwhile{}\n",
-               m.startup->processes, m.startup->seconds, m.startup->records_drained,
-               m.startup->changed_during_read == 0
-                   ? ""
-                   : fmt::format(", {} changed while read (left to the kernel's records)",
-                                 m.startup->changed_during_read));
+    notes.push_back(fmt::format(
+        "startup: mappings of {} processes read in {:.2f} s, {} records drained meanwhile{}",
+        m.startup->processes, m.startup->seconds, m.startup->records_drained,
+        m.startup->changed_during_read == 0
+            ? ""
+            : fmt::format(", {} changed while read (left to the kernel's records)",
+                          m.startup->changed_during_read)));
   }
   if (!m.changed_kernel_modules.empty()) {
     std::string names;
     for (const std::string& path : m.changed_kernel_modules) names += " " + path;
-    fmt::print(out,
-               "# kernel modules with other code in their place by the end of the capture (a "
-               "module or BPF loaded there; their samples are [unknown]):{}\n",
-               names);
+    notes.push_back(fmt::format(
+        "kernel modules with other code in their place by the end of the capture (a module or "
+        "BPF loaded there; their samples are [unknown]):{}",
+        names));
   }
+  return notes;
+}
+
+void WriteTextReport(const ReportModel& m, std::ostream& out) {
+  for (const std::string& note : ReportNotes(m)) fmt::print(out, "# {}\n", note);
   fmt::print(out, "#\n");
   size_t comm_w = 7, dso_w = 3;
   std::vector<std::string> dsos;

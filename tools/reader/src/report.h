@@ -185,6 +185,11 @@ struct ReportModel {
   std::vector<FrameStack> frame_stacks;
 };
 
+// The lines above the text report's table, without their "# ": the
+// counts, and every reason to read the rows with care (late records,
+// build-ids from perf's table, modules overlaid).  pprof carries them as
+// comments.
+std::vector<std::string> ReportNotes(const ReportModel& m);
 void WriteTextReport(const ReportModel& model, std::ostream& out);
 void WriteJsonReport(const ReportModel& model, std::ostream& out);
 void WriteFoldedReport(const ReportModel& model, std::ostream& out);

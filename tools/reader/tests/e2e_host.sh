@@ -297,13 +297,24 @@ for line in text.splitlines():
 # go tool pprof -top (samples): the total and flat samples per function.
 m = re.search(r"of (\d+) total", top)
 check(m and int(m.group(1)) == total, "pprof -top total %s, our report %d" % (m and m.group(1), total))
+# A name that more than one object has is "NAME [FILE BUILDID12]" there:
+# per name, and per (name, build-id) for those, the counts must agree.
 theirs = collections.Counter()
+theirs_by_id = collections.Counter()
 for line in top.splitlines():
     f = line.split(None, 5)
     if len(f) == 6 and re.fullmatch(r"\d+", f[0]) and f[1].endswith("%"):
-        theirs[f[5]] += int(f[0])
+        q = re.fullmatch(r"(.*) \[\S+ ([0-9a-f]{12})\]", f[5])
+        theirs[q.group(1) if q else f[5]] += int(f[0])
+        if q:
+            theirs_by_id[(q.group(1), q.group(2))] += int(f[0])
 for sym, n in ours.items():
     check(theirs[sym] == n, "%s: %d samples in our report, %d in pprof -top" % (sym, n, theirs[sym]))
+ours_by_id = collections.Counter()
+for r in d["rows"]:
+    ours_by_id[(r.get("symbol"), (r.get("build_id") or "")[:12])] += r["samples"]
+for key, n in theirs_by_id.items():
+    check(ours_by_id[key] == n, "%s [%s]: %d samples in pprof -top, %d in our report" % (key[0], key[1], n, ours_by_id[key]))
 top5 = [s for s, n in ours.most_common(5)]
 print("NOTE: total %d samples in both; top symbols (ours = pprof -top): %s" % (
     total, ", ".join("%s %d=%d" % (s, ours[s], theirs[s]) for s in top5)))
@@ -388,6 +399,12 @@ t_pprof_needs_an_output() {
 	[ $rc -eq 1 ] && grep -q "no/such/dir/p.pb.gz" "$W/o" || { cat "$W/o"; fail "bad pprof path: exit $rc"; }
 	rc=0; "$READER_BIN" report -i "$W/pp.data" -o "$W/p.txt" >"$W/o" 2>&1 || rc=$?
 	[ $rc -eq 2 ] || { cat "$W/o"; fail "-o without --format pprof: exit $rc"; }
+	# -o naming the capture itself: refused, and the capture is left as it
+	# was.
+	local before; before=$(sha1sum <"$W/pp.data")
+	rc=0; "$READER_BIN" report -i "$W/pp.data" --format pprof -o "$W/./pp.data" >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 2 ] && grep -q "is the capture being reported" "$W/o" || { cat "$W/o"; fail "-o onto the input: exit $rc"; }
+	[ "$(sha1sum <"$W/pp.data")" = "$before" ] || fail "-o onto the input changed the capture"
 }
 
 # start_recorder NAME ARGS...: runs `mmap3-reader record ARGS` in the

@@ -239,7 +239,9 @@ class PprofTest : public ::testing::Test {
     testing::WriteFile(search_.kallsyms, testing::FakeKallsyms(kText, 0xffffffffc0000000));
   }
 
-  ReportModel Report() {
+  // extra: also 5 samples in version 2's demo_common, and 4 in the kernel
+  // with the kernel's part of the chain left out (--user-callchains).
+  ReportModel Report(bool extra = false) {
     ProfileOptions o;
     o.sample_frames = true;
     o.kernel_build_id = Id(kIdKernel);
@@ -266,6 +268,17 @@ class PprofTest : public ::testing::Test {
     for (int i = 0; i < 20; ++i) p.Process(Sample(200, kBase + only_[2], t++, {}, false, 1000));
     // 2 in no mapping.
     for (int i = 0; i < 2; ++i) p.Process(Sample(200, 0x1234, t++, {}, false, 500));
+    if (extra) {
+      for (int i = 0; i < 5; ++i)
+        p.Process(Sample(200, kBase + common_[2], t++, {}, false, 1000));
+      // exclude_callchain_kernel: the chain starts with the user ip the
+      // kernel was entered from, not with the sample's ip.
+      for (int i = 0; i < 4; ++i) {
+        const uint64_t ip = kText + testing::kScheduleOffset + 0x10;
+        p.Process(Sample(100, ip, t++, {kCtxUser, kBase + only_[1], kBase + common_[1] + 1}, true,
+                         2000));
+      }
+    }
     DsoStore store(search_);
     Symbolizer symbolizer(store);
     ReportModel m = p.BuildReport(symbolizer, "mmap2-build-id");
@@ -367,6 +380,63 @@ TEST_F(PprofTest, CallChainsAreLeafFirstWithOneLocationPerMappingAndAddress) {
   EXPECT_EQ(v1_locations, 1);
 }
 
+TEST_F(PprofTest, ASymbolOfTwoVersionsIsTwoFunctionsWithTwoNames) {
+  // demo_common is in both versions of the library: pprof adds up
+  // functions by name, so one name would put both versions' samples on one
+  // row of go tool pprof -top.
+  ReportModel m = Report(/*extra=*/true);
+  auto bytes = EncodePprof(m);
+  ASSERT_TRUE(bytes.ok());
+  pb::Profile p = Decode(*bytes);
+  std::map<uint64_t, const pb::Function*> fn;
+  for (const pb::Function& f : p.function()) fn[f.id()] = &f;
+  std::map<uint64_t, std::string> id_of_mapping;
+  for (const pb::Mapping& mp : p.mapping()) id_of_mapping[mp.id()] = Str(p, mp.build_id());
+  std::map<std::string, std::set<std::string>> names_by_version;
+  for (const pb::Location& l : p.location()) {
+    if (!l.line_size()) continue;
+    const pb::Function* f = fn[l.line(0).function_id()];
+    ASSERT_NE(f, nullptr);
+    if (Str(p, f->system_name()) == "demo_common")
+      names_by_version[id_of_mapping[l.mapping_id()]].insert(Str(p, f->name()));
+  }
+  ASSERT_EQ(names_by_version.size(), 2u);
+  const std::set<std::string> v1 = names_by_version[kIdV1], v2 = names_by_version[kIdV2];
+  ASSERT_EQ(v1.size(), 1u);
+  ASSERT_EQ(v2.size(), 1u);
+  EXPECT_NE(*v1.begin(), *v2.begin());
+  EXPECT_NE(v1.begin()->find(std::string(kIdV1).substr(0, 12)), std::string::npos) << *v1.begin();
+  EXPECT_NE(v2.begin()->find(std::string(kIdV2).substr(0, 12)), std::string::npos) << *v2.begin();
+  // A name only one object has stays as it is.
+  bool plain_v2_only = false;
+  for (const pb::Function& f : p.function())
+    plain_v2_only |= Str(p, f.name()) == "demo_only_v2";
+  EXPECT_TRUE(plain_v2_only);
+}
+
+TEST_F(PprofTest, AChainWithoutItsKernelPartKeepsTheFrameTheKernelWasEnteredFrom) {
+  ReportModel m = Report(/*extra=*/true);
+  auto bytes = EncodePprof(m);
+  ASSERT_TRUE(bytes.ok());
+  pb::Profile p = Decode(*bytes);
+  std::map<uint64_t, std::string> fn;
+  for (const pb::Function& f : p.function()) fn[f.id()] = Str(p, f.system_name());
+  std::map<uint64_t, std::string> name;
+  for (const pb::Location& l : p.location())
+    name[l.id()] = l.line_size() ? fn[l.line(0).function_id()] : "";
+  std::map<std::vector<std::string>, int64_t> stacks;
+  for (const pb::Sample& s : p.sample()) {
+    std::vector<std::string> names;
+    for (uint64_t id : s.location_id()) names.push_back(name[id]);
+    stacks[names] += s.value(0);
+  }
+  // 3 with the kernel's part (its first ip is the sample's: not repeated),
+  // 4 without it (the user ip is a frame of its own).
+  EXPECT_EQ((stacks[{"schedule", "demo_only_v1"}]), 3);
+  EXPECT_EQ((stacks[{"schedule", "demo_only_v1", "demo_common"}]), 4);
+  EXPECT_EQ((stacks[{"schedule", "demo_common"}]), 0);
+}
+
 TEST_F(PprofTest, HeaderSaysWhatTheValuesAreAndWhereBuildIdsCameFrom) {
   ReportModel m = Report();
   auto bytes = EncodePprof(m);
@@ -393,6 +463,31 @@ TEST_F(PprofTest, HeaderSaysWhatTheValuesAreAndWhereBuildIdsCameFrom) {
     sources += std::find(comments.begin(), comments.end(), want) != comments.end();
   }
   EXPECT_EQ(sources, p.mapping_size());
+}
+
+TEST_F(PprofTest, EveryWarningOfTheTextReportIsAComment) {
+  // A pprof file must not look cleaner than the text report of the same
+  // capture: its warnings (here late records and an overlaid module) are
+  // comments, word for word.
+  ReportModel m = Report();
+  m.late_records = 3;
+  m.changed_kernel_modules = {"[mod_x]"};
+  auto bytes = EncodePprof(m);
+  ASSERT_TRUE(bytes.ok());
+  pb::Profile p = Decode(*bytes);
+  std::set<std::string> comments;
+  for (int64_t c : p.comment()) comments.insert(Str(p, c));
+  std::ostringstream text;
+  WriteTextReport(m, text);
+  int warnings = 0;
+  std::string line;
+  std::istringstream lines(text.str());
+  while (std::getline(lines, line) && line != "#") {  // "#" ends the notes
+    if (line.rfind("# ", 0) != 0) continue;
+    ++warnings;
+    EXPECT_TRUE(comments.count(line.substr(2))) << "not in the pprof comments: " << line;
+  }
+  EXPECT_GE(warnings, 4);  // counts, late records, sources, the module
 }
 
 TEST(PprofEncodeTest, AnEmptyReportIsAValidProfile) {
