@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -79,22 +80,26 @@ std::string EncodePprofProto(const ReportModel& m) {
   // that two objects have (two versions of a replaced library, strlen in
   // the kernel and in ld.so) is given its object in the name, or their
   // samples would be shown as one function's; system_name keeps the symbol.
-  auto object_of = [&](const FrameLocation& fl) {
-    if (fl.mapping == 0 || fl.mapping > m.frame_mappings.size()) return std::string();
-    const FrameMapping& fm = m.frame_mappings[fl.mapping - 1];
-    return fm.build_id.empty() ? "path " + fm.path : "build-id " + fm.build_id.Hex();
+  auto mapping_of = [&](const FrameLocation& fl) -> const FrameMapping* {
+    if (fl.mapping == 0 || fl.mapping > m.frame_mappings.size()) return nullptr;
+    return &m.frame_mappings[fl.mapping - 1];
   };
+  std::vector<std::string> object(m.frame_locations.size());
   std::unordered_map<std::string, std::set<std::string>> objects_of_name;
-  for (const FrameLocation& fl : m.frame_locations)
-    if (fl.status == SymbolStatus::kFound) objects_of_name[fl.symbol].insert(object_of(fl));
+  for (size_t i = 0; i < m.frame_locations.size(); ++i) {
+    const FrameLocation& fl = m.frame_locations[i];
+    if (fl.status != SymbolStatus::kFound) continue;
+    if (const FrameMapping* fm = mapping_of(fl))
+      object[i] = fm->build_id.empty() ? "path " + fm->path : "build-id " + fm->build_id.Hex();
+    objects_of_name[fl.symbol].insert(object[i]);
+  }
   auto display_name = [&](const FrameLocation& fl) {
-    if (objects_of_name[fl.symbol].size() < 2) return fl.symbol;
-    if (fl.mapping == 0 || fl.mapping > m.frame_mappings.size()) return fl.symbol;
-    const FrameMapping& fm = m.frame_mappings[fl.mapping - 1];
-    const std::string base = fm.path.substr(fm.path.rfind('/') + 1);
-    return fm.build_id.empty()
+    const FrameMapping* fm = mapping_of(fl);
+    if (objects_of_name[fl.symbol].size() < 2 || fm == nullptr) return fl.symbol;
+    const std::string base = fm->path.substr(fm->path.rfind('/') + 1);
+    return fm->build_id.empty()
                ? fmt::format("{} [{}]", fl.symbol, base)
-               : fmt::format("{} [{} {}]", fl.symbol, base, fm.build_id.Hex().substr(0, 12));
+               : fmt::format("{} [{} {}]", fl.symbol, base, fm->build_id.Hex().substr(0, 12));
   };
   std::map<std::pair<std::string, std::string>, uint64_t> function_ids;
   for (size_t i = 0; i < m.frame_locations.size(); ++i) {
@@ -105,7 +110,7 @@ std::string EncodePprofProto(const ReportModel& m) {
     loc->set_address(fl.address);
     if (fl.status != SymbolStatus::kFound) continue;  // the address says where
     auto [it, inserted] =
-        function_ids.try_emplace({fl.symbol, object_of(fl)}, function_ids.size() + 1);
+        function_ids.try_emplace({fl.symbol, object[i]}, function_ids.size() + 1);
     if (inserted) {
       pb::Function* f = p.add_function();
       f->set_id(it->second);
