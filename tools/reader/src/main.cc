@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -392,6 +393,8 @@ int Main(int argc, char** argv) {
     opts.input = input;
     opts.cache_dir = cache_dir;
     opts.callchains = report_callchains;
+    if (const char* urls = std::getenv("DEBUGINFOD_URLS")) opts.debuginfod_urls = urls;
+    opts.on_warning = [](const std::string& m) { fmt::print(stderr, "mmap3-reader: warning: {}\n", m); };
     if (format == Format::kFolded && !report_callchains)
       return usage("--format folded needs -g (call chains)", report);
     if (format == Format::kPprof) {
