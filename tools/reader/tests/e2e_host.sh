@@ -983,6 +983,8 @@ netns_start() {
 	[ $i -lt 200 ] || fail "the network namespace did not appear within 10 s"
 	in_ns ip link set lo up
 }
+# For servers started with &: nsenter execs the command, so $! is its pid
+# (a shell function run in the background would be a subshell's).
 in_ns() { nsenter --net="/proc/$NETNS_PID/ns/net" "$@"; }
 
 # wait_http URL SECONDS [PYTHON-CONDITION on `body`]: polls URL (in the
@@ -994,7 +996,7 @@ url, limit, cond = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 end = time.monotonic() + limit
 while time.monotonic() < end:
     try:
-        body = urllib.request.urlopen(url, timeout=2).read().decode()
+        body = urllib.request.urlopen(url, timeout=2).read().decode(errors="replace")
         if eval(cond):
             sys.exit(0)
     except Exception:
@@ -1041,7 +1043,7 @@ t_debuginfod_serves_the_cache_to_a_fresh_home() {
 	# has seen every file of the cache and has nothing left to do.
 	local files
 	files=$(find "$d/cache" -type f | wc -l)
-	in_ns debuginfod -F -p 8002 -d "$d/dbgd.sqlite" -t 0 -g 0 "$d/cache" >"$d/server.log" 2>&1 &
+	nsenter --net="/proc/$NETNS_PID/ns/net" debuginfod -F -p 8002 -d "$d/dbgd.sqlite" -t 0 -g 0 "$d/cache" >"$d/server.log" 2>&1 &
 	DBGD_PIDS+=("$!")
 	wait_http http://127.0.0.1:8002/metrics 60 \
 		"any(l.startswith('scanned_files_total{source=\"file\"} ') and int(l.split()[-1]) >= $files for l in body.splitlines()) and 'thread_work_pending{role=\"scan\"} 0' in body"
@@ -1112,7 +1114,7 @@ t_debuginfod_unreachable_is_bounded_and_said_once() {
 	json_check "$d/down.json" "all(r['symbol'].startswith('[unknown ${ID1:0:12}]+0x') and r['symbol_status'] == 'no_file' for r in rows if r['build_id'] == '$ID1')"
 	# A server that accepts and never answers: libdebuginfod's timeout
 	# (DEBUGINFOD_TIMEOUT) bounds it, and it too is one line.
-	in_ns python3 -c '
+	nsenter --net="/proc/$NETNS_PID/ns/net" python3 -c '
 import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", 8003)); s.listen(16)
@@ -1144,7 +1146,7 @@ t_debuginfod_wrong_file_is_refused() {
 	cp "$W/v2.so" "$d/www/buildid/$ID1/executable"
 	cp "$W/v2.so" "$d/www/buildid/$ID1/debuginfo"
 	netns_start
-	in_ns python3 -m http.server --bind 127.0.0.1 --directory "$d/www" 8004 >"$d/www.log" 2>&1 &
+	nsenter --net="/proc/$NETNS_PID/ns/net" python3 -m http.server --bind 127.0.0.1 --directory "$d/www" 8004 >"$d/www.log" 2>&1 &
 	DBGD_PIDS+=("$!")
 	wait_http "http://127.0.0.1:8004/buildid/$ID1/executable" 30
 	in_ns env HOME="$d/home" DEBUGINFOD_URLS=http://127.0.0.1:8004 \
