@@ -1082,13 +1082,14 @@ t_debuginfod_serves_the_cache_to_a_fresh_home() {
 	echo "NOTE: $(grep -c . "$d/orig.rows") rows the same from debuginfod in a fresh HOME ($((SECONDS - start)) s); $(grep -c '"source": "debuginfod"' "$d/fleet.json") symbol files fetched"
 }
 
-# A capture of prog (library v1, whose copies are then deleted) for the
-# failure cases; prints its directory.
+# A capture of prog (library v1) for the failure cases, after which the
+# program and every copy of the library are deleted: two sampled build-ids
+# no local file has.  Prints its directory.
 dbgd_lost_v1() {
 	local d
 	d=$(dbgd_dir "$1")
 	"$READER_BIN" record -q -F 2000 -o "$d/rec.data" --no-buildid-cache -- "$d/prog" 200 >&2
-	rm -f "$d"/v?.so "$d/lib/libe2e.so"
+	rm -f "$d"/v?.so "$d/lib/libe2e.so" "$d/prog"
 	mkdir -p "$d/home"
 	echo "$d"
 }
@@ -1097,8 +1098,8 @@ t_debuginfod_unreachable_is_bounded_and_said_once() {
 	local d rc=0 start took
 	d=$(dbgd_lost_v1 dbgd_down)
 	netns_start
-	# A closed port: refused at once.  Every build-id missing locally (the
-	# library) would be asked; only the first is.
+	# A closed port: refused at once.  Two build-ids are missing locally
+	# (the program's, the library's); only the first is asked for.
 	start=$(date +%s%N)
 	in_ns env HOME="$d/home" DEBUGINFOD_URLS=http://127.0.0.1:9 \
 		"$READER_BIN" report -i "$d/rec.data" --format json >"$d/down.json" 2>"$d/down.err" || rc=$?
