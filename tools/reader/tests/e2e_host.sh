@@ -1111,7 +1111,7 @@ t_debuginfod_unreachable_is_bounded_and_said_once() {
 		fail "not the one warning expected"
 	[ $took -lt 20000 ] || fail "a refused connection took $took ms"
 	# Asked in build-id order: the one asked is the lowest of them.
-	json_check "$d/down.json" "len({r['build_id'] for r in rows if r['symbol_status'] == 'no_file'}) >= 2 and 'executable of %s;' % min(r['build_id'] for r in rows if r['symbol_status'] == 'no_file') in open('$d/down.err').read()"
+	json_check "$d/down.json" "len({r['build_id'] for r in rows if r['symbol_status'] == 'no_file'}) >= 2 and 'executable of %s)' % min(r['build_id'] for r in rows if r['symbol_status'] == 'no_file') in open('$d/down.err').read()"
 	local refused_ms=$took
 	json_check "$d/down.json" "any(r['comm'] == 'prog' and r['build_id'] == '$ID1' for r in rows)"
 	json_check "$d/down.json" "all(r['symbol'].startswith('[unknown ${ID1:0:12}]+0x') and r['symbol_status'] == 'no_file' for r in rows if r['build_id'] == '$ID1')"
