@@ -232,8 +232,8 @@ void Profile::OnSample(const SampleRecord& s) {
   if (cached == comm_of_tid_.end())
     cached = comm_of_tid_
                  .emplace(s.tid, InternTask(processes_.Comm(s.pid, s.tid),
-                                            options_.controls.Has(SortKey::kPid) ? s.pid : -1,
-                                            options_.controls.Has(SortKey::kTid) ? s.tid : -1))
+                                            options_.controls.Has(SortKey::kPid) ? int64_t{s.pid} : -1,
+                                            options_.controls.Has(SortKey::kTid) ? int64_t{s.tid} : -1))
                  .first;
   const uint32_t comm = cached->second;
   const Space space = SampleSpace(s.misc);
