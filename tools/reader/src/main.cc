@@ -496,7 +496,11 @@ int Main(int argc, char** argv) {
       if (!written.ok()) return Fail(written);
       if (report_output != "-")
         fmt::print(stderr, "[ wrote {}: pprof, {} samples in {} stacks, {} mappings, {} "
-                   "locations ]\n", report_output, model->samples, model->frame_stacks.size(),
+                   "locations ]\n", report_output,
+                   controls.Filters() ? fmt::format("{} of {} (filters {})", model->matched_samples,
+                                                    model->samples, controls.FilterText())
+                                      : std::to_string(model->samples),
+                   model->frame_stacks.size(),
                    model->frame_mappings.size(), model->frame_locations.size());
       return kExitOk;
     }
