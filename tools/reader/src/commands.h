@@ -53,6 +53,10 @@ struct ReportOptions {
   // dso_store.h; "" never, nor from the running kernel's modules: a report
   // that must not depend on this host, as the fuzzers').
   std::string kernel_notes = "/sys/kernel/notes";
+  // --sort, filters, --children, --percent-limit (report_controls.h).
+  ReportControls controls;
+  // Keep every sample for `script` (ReportModel::script).
+  bool script = false;
 };
 
 Result<ReportModel> RunReport(const ReportOptions& options);
