@@ -71,26 +71,25 @@ $(SELFTEST_DIR)/libmmap3_dso.so: $(TOP)/selftests/dso.c
 	$(CC) -O2 -shared -fPIC -Wl,--build-id=sha1 -o $@ $<
 
 # Kbuild writes its objects next to the sources, so the module is built in
-# build/module through symlinks to the real Kbuild files and sources.
-module: $(MODULE_KO)
+# a directory of symlinks to the real Kbuild files and sources:
+# $(call _module_rule,KO,DIR,KERNEL-OBJ,BZIMAGE)
+define _module_rule
+$(1): $(TOP)/Kbuild $(TOP)/module/Kbuild $(TOP)/module/mmap3_kunit.c $(4)
+	@mkdir -p $(2)/module
+	@ln -sf $(TOP)/Kbuild $(2)/Kbuild
+	@ln -sf $(TOP)/module/Kbuild $(2)/module/Kbuild
+	@ln -sf $(TOP)/module/mmap3_kunit.c $(2)/module/mmap3_kunit.c
+	$$(MAKE) -s -C $(3) M=$(2) modules
+endef
 
-$(MODULE_KO): $(TOP)/Kbuild $(TOP)/module/Kbuild $(TOP)/module/mmap3_kunit.c $(BZIMAGE)
-	@mkdir -p $(MODULE_DIR)/module
-	@ln -sf $(TOP)/Kbuild $(MODULE_DIR)/Kbuild
-	@ln -sf $(TOP)/module/Kbuild $(MODULE_DIR)/module/Kbuild
-	@ln -sf $(TOP)/module/mmap3_kunit.c $(MODULE_DIR)/module/mmap3_kunit.c
-	$(MAKE) -s -C $(KOBJ) M=$(MODULE_DIR) modules
+# build/module, against the patched kernel
+module: $(MODULE_KO)
+$(eval $(call _module_rule,$(MODULE_KO),$(MODULE_DIR),$(KOBJ),$(BZIMAGE)))
 
 # The same module built against the debug kernel (KASAN-instrumented, and
-# its vermagic).
+# its vermagic), in build/module-debug.
 module-debug: $(MODULE_DEBUG_KO)
-
-$(MODULE_DEBUG_KO): $(TOP)/Kbuild $(TOP)/module/Kbuild $(TOP)/module/mmap3_kunit.c $(KDEBUG_BZIMAGE)
-	@mkdir -p $(MODULE_DEBUG_DIR)/module
-	@ln -sf $(TOP)/Kbuild $(MODULE_DEBUG_DIR)/Kbuild
-	@ln -sf $(TOP)/module/Kbuild $(MODULE_DEBUG_DIR)/module/Kbuild
-	@ln -sf $(TOP)/module/mmap3_kunit.c $(MODULE_DEBUG_DIR)/module/mmap3_kunit.c
-	$(MAKE) -s -C $(KDEBUG_OBJ) M=$(MODULE_DEBUG_DIR) modules
+$(eval $(call _module_rule,$(MODULE_DEBUG_KO),$(MODULE_DEBUG_DIR),$(KDEBUG_OBJ),$(KDEBUG_BZIMAGE)))
 
 uapi-check: $(BUILD)/uapi/uapi_check
 	$<

@@ -437,6 +437,8 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   ProfileOptions po;
   po.callchains = options.callchains;
   po.sample_frames = options.sample_frames;
+  po.controls = options.controls;
+  po.script = options.script;
   po.kernel_build_id = kernel_id;
   po.overrides = &overrides;
   po.path_build_id = [&by_path](std::string_view path) {

@@ -61,6 +61,10 @@ struct ReportOptions {
   // One-line warnings while the report is made (a server that does not
   // answer); may be empty.
   std::function<void(const std::string&)> on_warning;
+  // --sort, filters, --children, --percent-limit (report_controls.h).
+  ReportControls controls;
+  // Keep every sample for `script` (ReportModel::script).
+  bool script = false;
 };
 
 Result<ReportModel> RunReport(const ReportOptions& options);

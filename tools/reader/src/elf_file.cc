@@ -142,6 +142,21 @@ bool ElfFile::HasSymtab() const {
   return false;
 }
 
+// A symbol without a size (crti.o's _init, hand-written assembly) is
+// looked up as reaching the next symbol; it must not reach past the end of
+// its own section, or code after it that has no symbol (the PLT after
+// .init) would be put on it.  So it gets the size up to that end.
+static uint64_t SizeWithinSection(Elf* elf, const GElf_Sym& sym) {
+  if (sym.st_size != 0 || sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE)
+    return sym.st_size;
+  GElf_Shdr sh;
+  Elf_Scn* scn = elf_getscn(elf, sym.st_shndx);
+  if (scn == nullptr || gelf_getshdr(scn, &sh) == nullptr || !(sh.sh_flags & SHF_ALLOC))
+    return 0;
+  if (sym.st_value < sh.sh_addr || sym.st_value - sh.sh_addr >= sh.sh_size) return 0;
+  return sh.sh_addr + sh.sh_size - sym.st_value;
+}
+
 std::vector<ElfSymbol> ElfFile::ReadSymbols() const {
   std::vector<ElfSymbol> out;
   for (Elf64_Word wanted : {SHT_SYMTAB, SHT_DYNSYM}) {
@@ -161,7 +176,7 @@ std::vector<ElfSymbol> ElfFile::ReadSymbols() const {
           continue;
         const char* name = elf_strptr(elf_, sh.sh_link, sym.st_name);
         if (name == nullptr || *name == '\0') continue;
-        out.push_back({sym.st_value, sym.st_size, name});
+        out.push_back({sym.st_value, SizeWithinSection(elf_, sym), name});
       }
     }
   }

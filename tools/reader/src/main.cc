@@ -24,6 +24,7 @@
 #include "pprof.h"
 #include "proc_maps.h"
 #include "report.h"
+#include "script_output.h"
 
 namespace {
 
@@ -236,6 +237,49 @@ int Main(int argc, char** argv) {
                      "if not a terminal)");
   report->add_flag("-g,--call-graph", report_callchains, "Use call chains (for --format folded)");
   report->add_option("--buildid-dir", cache_dir, "Build-id cache directory (default ~/.debug)");
+  std::string sort_keys, comm_list, dso_list, symbol_list, percentage = "absolute";
+  bool children = false;
+  double percent_limit = 0;
+  report->add_option("-s,--sort", sort_keys,
+                     "Rows by these keys, comma-separated: comm, pid (the process), tid (the "
+                     "thread; perf 6.1's pid key), dso (path and build-id: each version its own "
+                     "row), sym, build_id.  Default comm,dso,sym, as perf's");
+  report->add_option("-c,--comms,--comm", comm_list,
+                     "Count only the samples of these commands (comma-separated, exact names, "
+                     "as perf's --comms)");
+  report->add_option("-d,--dsos,--dso", dso_list,
+                     "Count only the samples in these DSOs (comma-separated base names or full "
+                     "paths, as perf's --dsos)");
+  report->add_option("-S,--symbols", symbol_list,
+                     "Count only the samples on these symbols (comma-separated exact names, as "
+                     "perf's --symbols)");
+  report->add_option("--percentage", percentage,
+                     "Percentages of filtered reports: absolute (of all samples; perf's default) "
+                     "or relative (of the samples the filters let through)")
+      ->check(CLI::IsMember({"absolute", "relative"}));
+  report->add_flag("--children,!--no-children", children,
+                   "Add perf's Children column: the share of samples with the row's key "
+                   "anywhere in their call chain, once per sample (uses the call chains; "
+                   "default --no-children)");
+  report->add_option("--percent-limit", percent_limit,
+                     "Leave out rows whose overhead (Children with --children) is below this "
+                     "percentage; a row at it is shown (perf's --percent-limit)");
+
+  // script
+  CLI::App* script = app.add_subcommand("script", "Print every sample, one line each (perf script)");
+  std::string script_input = "perf.data";
+  bool script_callchains = false;
+  script->add_option("-i,--input", script_input, "perf.data file (ours or perf's)");
+  script->add_flag("-g,--call-graph", script_callchains,
+                   "Print each sample's call chain, one frame a line, as perf script does");
+  script->add_option("--buildid-dir", cache_dir, "Build-id cache directory (default ~/.debug)");
+
+  // buildid-list
+  CLI::App* buildid_list = app.add_subcommand(
+      "buildid-list", "List the build-ids of a capture's files (perf buildid-list), one line per "
+                      "version of each file; files without one are listed with the reason");
+  std::string list_input = "perf.data";
+  buildid_list->add_option("-i,--input", list_input, "perf.data file (ours or perf's)");
 
   // buildid-cache
   CLI::App* buildid_cache =
@@ -268,6 +312,11 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  // A usage error that one line says all about.
+  auto usage_line = [&](const std::string& msg) {
+    fmt::print(stderr, "mmap3-reader: {}\n", msg);
+    return kExitUsage;
+  };
   auto usage = [&](const std::string& msg, CLI::App* sub) {
     fmt::print(stderr, "mmap3-reader: {}\n\n", msg);
     std::cerr << sub->help();
@@ -395,6 +444,28 @@ int Main(int argc, char** argv) {
     opts.callchains = report_callchains;
     if (const char* urls = std::getenv("DEBUGINFOD_URLS")) opts.debuginfod_urls = urls;
     opts.on_warning = [](const std::string& m) { fmt::print(stderr, "mmap3-reader: warning: {}\n", m); };
+    ReportControls& controls = opts.controls;
+    if (!sort_keys.empty()) {
+      std::string error;
+      controls.sort = ParseSortKeys(sort_keys, &error);
+      if (controls.sort.empty()) return usage_line(error);
+    }
+    controls.comms = SplitList(comm_list);
+    controls.dsos = SplitList(dso_list);
+    controls.symbols = SplitList(symbol_list);
+    controls.relative = percentage == "relative";
+    controls.children = children;
+    if (!(percent_limit >= 0 && percent_limit <= 100))
+      return usage_line(fmt::format("--percent-limit {}: not a percentage (0 to 100)", percent_limit));
+    controls.percent_limit = percent_limit;
+    if (format == Format::kFolded || format == Format::kPprof) {
+      // Filters keep whole stacks there; the table's controls have no table.
+      const char* name = format == Format::kFolded ? "folded" : "pprof";
+      if (!sort_keys.empty()) return usage_line(fmt::format("--sort is for the text and json tables, not --format {}", name));
+      if (children) return usage_line(fmt::format("--children is for the text and json tables, not --format {}", name));
+      if (report->count("--percent-limit"))
+        return usage_line(fmt::format("--percent-limit is for the text and json tables, not --format {}", name));
+    }
     if (format == Format::kFolded && !report_callchains)
       return usage("--format folded needs -g (call chains)", report);
     if (format == Format::kPprof) {
@@ -428,11 +499,43 @@ int Main(int argc, char** argv) {
       if (!written.ok()) return Fail(written);
       if (report_output != "-")
         fmt::print(stderr, "[ wrote {}: pprof, {} samples in {} stacks, {} mappings, {} "
-                   "locations ]\n", report_output, model->samples, model->frame_stacks.size(),
+                   "locations ]\n", report_output,
+                   controls.Filters() ? fmt::format("{} of {} (filters {})", model->matched_samples,
+                                                    model->samples, controls.FilterText())
+                                      : std::to_string(model->samples),
+                   model->frame_stacks.size(),
                    model->frame_mappings.size(), model->frame_locations.size());
       return kExitOk;
     }
     PrintReport(*model, format);
+    // perf report shows an empty table and exits 0; so do we, and say why.
+    if (controls.Filters() && model->matched_samples == 0)
+      fmt::print(stderr, "mmap3-reader: no samples match {} (of {} samples)\n",
+                 controls.FilterText(), model->samples);
+    return kExitOk;
+  }
+  if (script->parsed()) {
+    ReportOptions opts;
+    opts.input = script_input;
+    opts.cache_dir = cache_dir;
+    opts.script = true;
+    if (const char* urls = std::getenv("DEBUGINFOD_URLS")) opts.debuginfod_urls = urls;
+    opts.on_warning = [](const std::string& m) { fmt::print(stderr, "mmap3-reader: warning: {}\n", m); };
+    auto model = RunReport(opts);
+    if (!model.ok()) return Fail(model.status());
+    WriteScript(*model, script_callchains, std::cout);
+    std::cout.flush();
+    return kExitOk;
+  }
+  if (buildid_list->parsed()) {
+    ReportOptions opts;
+    opts.input = list_input;
+    opts.cache_dir = "";
+    opts.kernel_notes = "";
+    auto model = RunReport(opts);
+    if (!model.ok()) return Fail(model.status());
+    WriteBuildIdList(*model, std::cout);
+    std::cout.flush();
     return kExitOk;
   }
   if (buildid_cache->parsed()) {

@@ -65,9 +65,14 @@ Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
   hypervisor_ = foreign("[hypervisor]", AddressOwner::kHypervisor);
 }
 
-uint32_t Profile::InternComm(const std::string& comm) {
-  auto [it, inserted] = comm_ids_.try_emplace(comm, static_cast<uint32_t>(comms_.size()));
-  if (inserted) comms_.push_back(comm);
+uint32_t Profile::InternTask(const std::string& comm, int64_t pid, int64_t tid) {
+  auto [it, inserted] =
+      comm_ids_.try_emplace(std::make_tuple(comm, pid, tid), static_cast<uint32_t>(comms_.size()));
+  if (inserted) {
+    comms_.push_back(comm);
+    task_pids_.push_back(pid);
+    task_tids_.push_back(tid);
+  }
   return it->second;
 }
 
@@ -226,19 +231,26 @@ void Profile::OnSample(const SampleRecord& s) {
   period_ += s.period;
   auto cached = comm_of_tid_.find(s.tid);
   if (cached == comm_of_tid_.end())
-    cached = comm_of_tid_.emplace(s.tid, InternComm(processes_.Comm(s.pid, s.tid))).first;
+    cached = comm_of_tid_
+                 .emplace(s.tid, InternTask(processes_.Comm(s.pid, s.tid),
+                                            options_.controls.Has(SortKey::kPid) ? int64_t{s.pid} : -1,
+                                            options_.controls.Has(SortKey::kTid) ? int64_t{s.tid} : -1))
+                 .first;
   const uint32_t comm = cached->second;
   const Space space = SampleSpace(s.misc);
   Frame leaf = Resolve(s.pid, s.ip, space);
   if (leaf.object == nullptr) ++unattributed_;
   flat_.Add(comm, leaf.object, leaf.offset, 1, s.period);
 
-  if (!options_.callchains && !options_.sample_frames) return;
+  if (!options_.callchains && !options_.sample_frames && !options_.controls.children &&
+      !options_.script)
+    return;
   std::vector<std::pair<const MappedObject*, uint64_t>> frames;
   // Leaf first.  The leaf is always the sample's ip as the flat count
   // resolved it, so that a stack is attributed as the report's rows are;
   // the call chain's first ip, when it is that same place, is not repeated.
   std::vector<Frame> addressed{leaf};
+  std::vector<uint64_t> ips{s.ip};  // as recorded, for script
   if (s.callchain.empty()) {
     frames.emplace_back(leaf.object, leaf.offset);
   } else {
@@ -263,13 +275,29 @@ void Profile::OnSample(const SampleRecord& s) {
       // kernel's part was left out (exclude_callchain_kernel, perf's
       // --user-callchains): then a kernel sample's chain starts at the user
       // ip the kernel was entered from, a frame of its own.
-      if (!first || ip != s.ip) addressed.push_back(f);
+      if (!first || ip != s.ip) {
+        addressed.push_back(f);
+        ips.push_back(ip);
+      }
       first = false;
       interrupted_ip = false;
     }
     std::reverse(frames.begin(), frames.end());  // outermost first
   }
   if (options_.callchains) ++stacks_[{comm, std::move(frames)}];
+  if (options_.controls.children) {
+    std::vector<std::pair<const MappedObject*, uint64_t>> chain;
+    chain.reserve(addressed.size());
+    for (const Frame& f : addressed) chain.emplace_back(f.object, f.offset);
+    ChainSums& sums = chains_[{comm, std::move(chain)}];
+    ++sums.samples;
+    sums.period += s.period;
+  }
+  if (options_.script) {
+    const bool has_cpu = (format_.sample_type & PERF_SAMPLE_CPU) != 0;
+    kept_.push_back(KeptSample{s.time, s.pid, s.tid, has_cpu ? static_cast<int64_t>(s.cpu) : -1,
+                               s.period, comm, addressed, std::move(ips)});
+  }
   if (options_.sample_frames) {
     FrameSums& sums = frame_stacks_[{comm, std::move(addressed)}];
     ++sums.samples;
@@ -350,68 +378,21 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
     for (const MappedObject* object : hit) symbolizer.HasSymbols(*object);
   }
 
-  // Merge locations into (comm, object, symbol) rows.
-  // Equal names are one string in the Symbolizer, so a row is keyed by the
-  // name's address.
-  struct RowKey {
-    uint32_t comm;
-    const MappedObject* object;
-    const std::string* symbol;
-    bool operator==(const RowKey&) const = default;
-  };
-  struct RowKeyHash {
-    size_t operator()(const RowKey& k) const {
-      return std::hash<const void*>()(k.object) ^ std::hash<const void*>()(k.symbol) * 31 ^ k.comm;
-    }
-  };
-  static const std::string kUnknown = "[unknown]";
-  struct RowSums {
-    uint64_t samples = 0, period = 0;
-    SymbolStatus status = SymbolStatus::kNoMapping;
-  };
-  std::unordered_map<RowKey, RowSums, RowKeyHash> rows;
-  flat_.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t count,
-                    uint64_t period) {
-    object = object != nullptr ? Shown(object) : nullptr;
-    Symbolizer::Symbol symbol{&kUnknown, SymbolStatus::kNoMapping};
-    if (object != nullptr) symbol = symbolizer.Lookup(*object, offset);
-    RowSums& sums = rows[RowKey{comm, object, symbol.name}];
-    sums.samples += count;
-    sums.period += period;
-    sums.status = symbol.status;
-  });
-  for (const auto& [key, sums] : rows) {
-    const uint32_t comm = key.comm;
-    const MappedObject* object = key.object;
-    const std::string& symbol = *key.symbol;
-    ReportRow row;
-    // Overhead is the share of the period, as perf computes it: samples of a
-    // frequency-mode event stand for different amounts of the event.
-    row.samples = sums.samples;
-    row.period = sums.period;
-    row.percent =
-        period_ ? 100.0 * static_cast<double>(sums.period) / static_cast<double>(period_) : 0;
-    row.comm = comms_[comm];
-    row.symbol = symbol;
-    row.symbol_status = sums.status;
-    if (object != nullptr) {
-      row.path = object->path;
-      row.build_id = object->build_id;
-      row.source = object->source;
-    } else {
-      row.path = "[unknown]";
-    }
-    model.rows.push_back(std::move(row));
-  }
-  // By overhead (period), as perf sorts; for a constant period that is by
-  // samples.  Then samples and names: deterministic, never pointer values.
-  std::sort(model.rows.begin(), model.rows.end(), [](const ReportRow& a, const ReportRow& b) {
-    return std::tie(b.period, b.samples, a.comm, a.path, a.build_id, a.symbol, a.source) <
-           std::tie(a.period, a.samples, b.comm, b.path, b.build_id, b.symbol, b.source);
-  });
+  BuildRows(symbolizer, model);
 
   std::map<std::string, uint64_t> folded;
+  const ReportControls& controls = options_.controls;
+  static const std::string kUnknown = "[unknown]";
   for (const auto& [key, count] : stacks_) {
+    if (controls.Filters()) {
+      // Folded lines show their innermost frame last: filtered on it.
+      if (key.second.empty()) continue;
+      const MappedObject* leaf = key.second.back().first;
+      if (leaf != nullptr) leaf = Shown(leaf);
+      Symbolizer::Symbol symbol{&kUnknown, SymbolStatus::kNoMapping};
+      if (leaf != nullptr) symbol = symbolizer.Lookup(*leaf, key.second.back().second);
+      if (!controls.Matches(comms_[key.first], leaf, *symbol.name, symbol.status)) continue;
+    }
     std::string line = comms_[key.first];
     for (const auto& [object, offset] : key.second) {
       line += ';';
@@ -421,7 +402,173 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   }
   for (auto& [line, count] : folded) model.stacks.push_back({line, count});
   if (options_.sample_frames) BuildFrames(symbolizer, model);
+  if (options_.script) BuildScript(symbolizer, model);
   return model;
+}
+
+void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
+  const ReportControls& c = options_.controls;
+  model.controls = c;
+  static const std::string kUnknown = "[unknown]";
+  auto lookup = [&](const MappedObject* object, uint64_t offset) {
+    if (object == nullptr) return Symbolizer::Symbol{&kUnknown, SymbolStatus::kNoMapping};
+    return symbolizer.Lookup(*object, offset);
+  };
+  const bool by_comm = c.Has(SortKey::kComm), by_dso = c.Has(SortKey::kDso),
+             by_id = c.Has(SortKey::kBuildId), by_sym = c.Has(SortKey::kSym);
+  // A row's key under --sort: the fields of the keys not given are left
+  // out (pid and tid are -1 in the task unless given).  Equal names are one
+  // string in the Symbolizer, and a task's comm one in comms_, so strings
+  // are keyed by address.
+  using GroupKey = std::tuple<const std::string*, int64_t, int64_t, const MappedObject*, BuildId,
+                              const std::string*, bool>;
+  struct Group {
+    uint64_t samples = 0, period = 0, children_period = 0;
+    const MappedObject* object = nullptr;  // one of the row's, for its path and source
+    SymbolStatus status = SymbolStatus::kNoMapping;
+    bool described = false;
+  };
+  std::map<GroupKey, Group> groups;
+  auto group_of = [&](uint32_t task, const MappedObject* object,
+                      const Symbolizer::Symbol& symbol) -> Group& {
+    Group& g = groups[GroupKey{by_comm ? &comms_[task] : nullptr, task_pids_[task],
+                               task_tids_[task], by_dso ? object : nullptr,
+                               by_id && object != nullptr ? object->build_id : BuildId(),
+                               by_sym ? symbol.name : nullptr,
+                               (by_dso || by_id) && object == nullptr}];
+    if (!g.described) {
+      g.object = object;
+      g.status = symbol.status;
+      g.described = true;
+    }
+    return g;
+  };
+  uint64_t matched_samples = 0, matched_period = 0;
+  flat_.ForEach([&](uint32_t task, const MappedObject* object, uint64_t offset, uint64_t count,
+                    uint64_t period) {
+    object = object != nullptr ? Shown(object) : nullptr;
+    const Symbolizer::Symbol symbol = lookup(object, offset);
+    if (!c.Matches(comms_[task], object, *symbol.name, symbol.status)) return;
+    matched_samples += count;
+    matched_period += period;
+    Group& g = group_of(task, object, symbol);
+    g.samples += count;
+    g.period += period;
+  });
+  model.matched_samples = matched_samples;
+  model.matched_period = matched_period;
+  if (c.children) {
+    // perf's cumulative entries: each row whose key is somewhere in the
+    // chain gets the sample's period once, however often the key recurs.
+    std::vector<const Group*> seen;
+    for (const auto& [key, sums] : chains_) {
+      const uint32_t task = key.first;
+      const auto& frames = key.second;
+      const MappedObject* leaf = frames[0].first != nullptr ? Shown(frames[0].first) : nullptr;
+      const Symbolizer::Symbol leaf_symbol = lookup(leaf, frames[0].second);
+      if (!c.Matches(comms_[task], leaf, *leaf_symbol.name, leaf_symbol.status)) continue;
+      seen.clear();
+      for (const auto& [frame_object, offset] : frames) {
+        const MappedObject* object = frame_object != nullptr ? Shown(frame_object) : nullptr;
+        Group& g = group_of(task, object, lookup(object, offset));
+        if (std::find(seen.begin(), seen.end(), &g) != seen.end()) continue;
+        seen.push_back(&g);
+        g.children_period += sums.period;
+      }
+    }
+  }
+  // Overhead is the share of the period, as perf computes it: samples of a
+  // frequency-mode event stand for different amounts of the event.  Of
+  // every sample (perf's --percentage absolute) or of those the filters
+  // let through (relative).
+  const uint64_t total = c.relative ? matched_period : period_;
+  auto percent = [total](uint64_t period) {
+    return total ? 100.0 * static_cast<double>(period) / static_cast<double>(total) : 0.0;
+  };
+  for (const auto& [key, g] : groups) {
+    ReportRow row;
+    row.samples = g.samples;
+    row.period = g.period;
+    row.percent = percent(g.period);
+    row.children_period = g.children_period;
+    row.children_percent = percent(g.children_period);
+    // perf's --percent-limit: below it is left out, at it is shown.
+    if ((c.children ? row.children_percent : row.percent) < c.percent_limit) {
+      ++model.rows_below_limit;
+      continue;
+    }
+    if (const std::string* comm = std::get<0>(key)) row.comm = *comm;
+    row.pid = std::get<1>(key);
+    row.tid = std::get<2>(key);
+    if (const std::string* symbol = std::get<5>(key)) {
+      row.symbol = *symbol;
+      row.symbol_status = g.status;
+    }
+    if (by_dso || by_id) {
+      if (g.object == nullptr) {
+        row.path = "[unknown]";
+      } else {
+        if (by_dso) row.path = g.object->path;
+        row.build_id = g.object->build_id;
+        row.source = g.object->source;
+      }
+    }
+    model.rows.push_back(std::move(row));
+  }
+  // By overhead (Children with --children, then self), as perf sorts; for a
+  // constant period that is by samples.  Then samples and names:
+  // deterministic, never pointer values.
+  const bool children = c.children;
+  std::sort(model.rows.begin(), model.rows.end(), [children](const ReportRow& a,
+                                                             const ReportRow& b) {
+    const uint64_t ac = children ? a.children_period : 0, bc = children ? b.children_period : 0;
+    return std::tie(bc, b.period, b.samples, a.comm, a.pid, a.tid, a.path, a.build_id, a.symbol,
+                    a.source) <
+           std::tie(ac, a.period, a.samples, b.comm, b.pid, b.tid, b.path, b.build_id, b.symbol,
+                    b.source);
+  });
+}
+
+void Profile::BuildScript(Symbolizer& symbolizer, ReportModel& model) const {
+  static const std::string kUnknown = "[unknown]";
+  std::map<std::tuple<const MappedObject*, uint64_t, uint64_t>, uint32_t> ids;
+  for (const KeptSample& k : kept_) {
+    ScriptSample out;
+    out.time = k.time;
+    out.pid = k.pid;
+    out.tid = k.tid;
+    out.cpu = k.cpu;
+    out.period = k.period;
+    out.comm = comms_[k.task];
+    for (size_t i = 0; i < k.frames.size(); ++i) {
+      const Frame& f = k.frames[i];
+      const MappedObject* object = f.object != nullptr ? Shown(f.object) : nullptr;
+      auto [it, inserted] = ids.try_emplace({object, k.ips[i], f.offset},
+                                            static_cast<uint32_t>(model.script_locations.size()));
+      if (inserted) {
+        ScriptLocation l;
+        l.ip = k.ips[i];
+        if (object == nullptr) {
+          l.symbol = kUnknown;
+          l.path = kUnknown;
+        } else {
+          const Symbolizer::Symbol& symbol = symbolizer.Lookup(*object, f.offset);
+          l.symbol = *symbol.name;
+          l.status = symbol.status;
+          // A return address was looked up one byte back, in the call;
+          // its offset is the recorded address's, as perf prints it.
+          if (symbol.status == SymbolStatus::kFound)
+            l.symbol_offset = symbolizer.OffsetInSymbol(*object, f.offset) + (k.ips[i] - f.address);
+          l.path = object->path;
+          l.build_id = object->build_id;
+          l.source = object->source;
+        }
+        model.script_locations.push_back(std::move(l));
+      }
+      out.locations.push_back(it->second);
+    }
+    model.script.push_back(std::move(out));
+  }
 }
 
 void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
@@ -435,7 +582,16 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
   std::vector<uint64_t> leaf_samples;  // per mapping
   std::vector<FrameLocation> locations;
   std::vector<FrameStack> stacks;
+  const ReportControls& controls = options_.controls;
+  static const std::string kUnknownName = "[unknown]";
   for (const auto& [key, sums] : frame_stacks_) {
+    if (controls.Filters()) {
+      const MappedObject* leaf = key.second.front().object;
+      if (leaf != nullptr) leaf = Shown(leaf);
+      Symbolizer::Symbol symbol{&kUnknownName, SymbolStatus::kNoMapping};
+      if (leaf != nullptr) symbol = symbolizer.Lookup(*leaf, key.second.front().offset);
+      if (!controls.Matches(comms_[key.first], leaf, *symbol.name, symbol.status)) continue;
+    }
     FrameStack stack;
     stack.comm = comms_[key.first];
     stack.samples = sums.samples;

@@ -42,6 +42,11 @@ struct ProfileOptions {
   // image), source kPerfHeader too.  May be empty.
   std::function<BuildId(std::string_view path)> module_build_id;
   const SourceOverrides* overrides = nullptr;
+  // --sort, filters, --children, --percent-limit (see report_controls.h).
+  // --children keeps every sample's chain; pid and tid keys split rows.
+  ReportControls controls;
+  // Keep every sample, for `script` (ReportModel::script).
+  bool script = false;
 };
 
 class Profile {
@@ -88,6 +93,18 @@ class Profile {
   struct FrameSums {
     uint64_t samples = 0, period = 0;
   };
+  struct ChainSums {
+    uint64_t samples = 0, period = 0;
+  };
+  struct KeptSample {
+    uint64_t time;
+    uint32_t pid, tid;
+    int64_t cpu;
+    uint64_t period;
+    uint32_t task;
+    std::vector<Frame> frames;    // leaf first
+    std::vector<uint64_t> ips;    // each frame's ip as recorded
+  };
   struct MappingEntry {
     uint32_t pid;
     uint64_t start, end, pgoff;
@@ -117,7 +134,12 @@ class Profile {
   Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
   // Fills model.frame_mappings, frame_locations and frame_stacks.
   void BuildFrames(Symbolizer& symbolizer, ReportModel& model) const;
-  uint32_t InternComm(const std::string& comm);
+  // A task id: the comm, and the pid and tid when --sort has them (else -1).
+  uint32_t InternTask(const std::string& comm, int64_t pid, int64_t tid);
+  // Applies the report controls to the flat counts and chains.
+  void BuildRows(Symbolizer& symbolizer, ReportModel& model) const;
+  // Fills model.script and script_locations.
+  void BuildScript(Symbolizer& symbolizer, ReportModel& model) const;
   std::shared_ptr<const MappedObject> InternObject(MappedObject object);
 
   ProfileOptions options_;
@@ -132,8 +154,9 @@ class Profile {
                       uint64_t>,
            std::shared_ptr<const MappedObject>>
       objects_;
-  std::vector<std::string> comms_;
-  std::unordered_map<std::string, uint32_t> comm_ids_;
+  std::vector<std::string> comms_;  // by task id
+  std::vector<int64_t> task_pids_, task_tids_;
+  std::map<std::tuple<std::string, int64_t, int64_t>, uint32_t> comm_ids_;
   // tid -> comm id, valid until the next COMM/FORK/EXIT record: names change
   // only through those, and samples vastly outnumber them.
   std::unordered_map<uint32_t, uint32_t> comm_of_tid_;
@@ -141,6 +164,10 @@ class Profile {
   std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, uint64_t>
       stacks_;
   std::vector<MappingEntry> mappings_;
+  // With --children: (task, (object, offset) leaf first) -> counts.
+  std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, ChainSums>
+      chains_;
+  std::vector<KeptSample> kept_;  // with `script`
   // With sample_frames: (comm, frames leaf first) -> counts.
   std::map<std::pair<uint32_t, std::vector<Frame>>, FrameSums> frame_stacks_;
   // Changed modules' objects -> their stand-ins, without a build-id.

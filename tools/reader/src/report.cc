@@ -70,26 +70,90 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
         "BPF loaded there; their samples are [unknown]):{}",
         names));
   }
+  const ReportControls& c = m.controls;
+  if (c.Filters()) {
+    if (m.matched_samples == 0) {
+      notes.push_back(fmt::format("no samples match {} (of {} samples)", c.FilterText(), m.samples));
+    } else {
+      notes.push_back(fmt::format(
+          "filters {}: {} of {} samples match; percentages are of {} (perf's --percentage {})",
+          c.FilterText(), m.matched_samples, m.samples,
+          c.relative ? "the matching samples" : "all samples", c.relative ? "relative" : "absolute"));
+    }
+  }
+  if (c.children) {
+    notes.push_back(
+        "children: a row's Children is the share of the samples with its key anywhere in their "
+        "call chain, each sample once; Self, the samples on it");
+  }
+  if (c.percent_limit > 0) {
+    notes.push_back(fmt::format("percent limit {}%: {} rows below it not shown", c.percent_limit,
+                                m.rows_below_limit));
+  }
   return notes;
 }
 
 void WriteTextReport(const ReportModel& m, std::ostream& out) {
   for (const std::string& note : ReportNotes(m)) fmt::print(out, "# {}\n", note);
   fmt::print(out, "#\n");
-  size_t comm_w = 7, dso_w = 3;
-  std::vector<std::string> dsos;
-  dsos.reserve(m.rows.size());
-  for (const ReportRow& r : m.rows) {
-    dsos.push_back(DsoLabel(r.path, r.build_id, r.source));
-    comm_w = std::max(comm_w, r.comm.size());
-    dso_w = std::max(dso_w, dsos.back().size());
+  // The columns of --sort, in its order; the last one is not padded.
+  struct Column {
+    std::string title;
+    std::vector<std::string> cells;
+    size_t width = 0;
+  };
+  std::vector<Column> columns;
+  for (SortKey key : m.controls.sort) {
+    Column col;
+    switch (key) {
+      case SortKey::kComm: col.title = "Command"; break;
+      case SortKey::kPid: col.title = "Pid"; break;
+      case SortKey::kTid: col.title = "Tid"; break;
+      case SortKey::kDso: col.title = "DSO"; break;
+      case SortKey::kSym: col.title = "Symbol"; break;
+      case SortKey::kBuildId: col.title = "Build-id"; break;
+    }
+    col.width = col.title.size();
+    for (const ReportRow& r : m.rows) {
+      std::string cell;
+      switch (key) {
+        case SortKey::kComm: cell = r.comm; break;
+        case SortKey::kPid: cell = std::to_string(r.pid); break;
+        case SortKey::kTid: cell = std::to_string(r.tid); break;
+        case SortKey::kDso: cell = DsoLabel(r.path, r.build_id, r.source); break;
+        case SortKey::kSym: cell = r.symbol; break;
+        case SortKey::kBuildId:
+          cell = r.path == "[unknown]" ? r.path
+                 : r.build_id.empty()  ? "(no build-id)"
+                                       : r.build_id.Hex();
+          break;
+      }
+      col.width = std::max(col.width, cell.size());
+      col.cells.push_back(std::move(cell));
+    }
+    columns.push_back(std::move(col));
   }
-  fmt::print(out, "# {:>8}  {:>8}  {:<{}}  {:<{}}  {}\n", "Overhead", "Samples", "Command", comm_w,
-             "DSO", dso_w, "Symbol");
+  const bool children = m.controls.children;
+  std::string header = children ? fmt::format("{:>8}  {:>8}", "Children", "Self")
+                                 : fmt::format("{:>8}", "Overhead");
+  header += fmt::format("  {:>8}", "Samples");
+  for (size_t c = 0; c < columns.size(); ++c) {
+    header += c + 1 < columns.size()
+                  ? fmt::format("  {:<{}}", columns[c].title, columns[c].width)
+                  : "  " + columns[c].title;
+  }
+  fmt::print(out, "# {}\n", header);
   for (size_t i = 0; i < m.rows.size(); ++i) {
     const ReportRow& r = m.rows[i];
-    fmt::print(out, "  {:>7.2f}%  {:>8}  {:<{}}  {:<{}}  {}\n", r.percent, r.samples, r.comm,
-               comm_w, dsos[i], dso_w, r.symbol);
+    std::string line = children ? fmt::format("{:>7.2f}%  {:>7.2f}%", r.children_percent, r.percent)
+                                : fmt::format("{:>7.2f}%", r.percent);
+    line += fmt::format("  {:>8}", r.samples);
+    for (size_t c = 0; c < columns.size(); ++c) {
+      line += c + 1 < columns.size()
+                  ? fmt::format("  {:<{}}", columns[c].cells[i], columns[c].width)
+                  : "  " + columns[c].cells[i];
+    }
+    fmt::print(out, "  {}\n", line);
   }
 }
 
@@ -115,18 +179,41 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                             {"file", f.file},
                             {"source", SymbolSourceName(f.source)}});
   }
+  const ReportControls& c = m.controls;
+  const bool by_file = c.Has(SortKey::kDso) || c.Has(SortKey::kBuildId);
   json rows = json::array();
   for (const ReportRow& r : m.rows) {
-    rows.push_back({{"samples", r.samples},
-                    {"period", r.period},
-                    {"percent", r.percent},
-                    {"comm", r.comm},
-                    {"path", r.path},
-                    {"build_id", r.build_id.Hex()},
-                    {"symbol", r.symbol},
-                    {"symbol_status", SymbolStatusName(r.symbol_status)},
-                    {"source", BuildIdSourceName(r.source)}});
+    // Only the fields of the --sort keys (all of them by default).
+    json row = {{"samples", r.samples}, {"period", r.period}, {"percent", r.percent}};
+    if (c.children) {
+      row["children_period"] = r.children_period;
+      row["children_percent"] = r.children_percent;
+    }
+    if (c.Has(SortKey::kComm)) row["comm"] = r.comm;
+    if (c.Has(SortKey::kPid)) row["pid"] = r.pid;
+    if (c.Has(SortKey::kTid)) row["tid"] = r.tid;
+    if (c.Has(SortKey::kDso) || r.path == "[unknown]") row["path"] = r.path;
+    if (by_file) row["build_id"] = r.build_id.Hex();
+    if (c.Has(SortKey::kSym)) {
+      row["symbol"] = r.symbol;
+      row["symbol_status"] = SymbolStatusName(r.symbol_status);
+    }
+    if (by_file) row["source"] = BuildIdSourceName(r.source);
+    rows.push_back(std::move(row));
   }
+  json sort = json::array();
+  for (SortKey key : c.sort) sort.push_back(SortKeyName(key));
+  json controls = {{"sort", sort},
+                   {"comms", c.comms},
+                   {"dsos", c.dsos},
+                   {"symbols", c.symbols},
+                   {"percentage", c.relative ? "relative" : "absolute"},
+                   {"matched_samples", m.matched_samples},
+                   {"matched_period", m.matched_period},
+                   {"children", c.children},
+                   {"percent_limit", c.percent_limit},
+                   {"rows_below_limit", m.rows_below_limit}};
+
   json doc = {{"schema", "mmap3-reader-report/1"},
               {"capture",
                {{"mode", m.mode},
@@ -147,6 +234,8 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"mappings_by_source", sources},
                 {"mappings", mappings},
                 {"symbol_files", symbol_files}}},
+                {"mappings", mappings}}},
+              {"controls", controls},
               {"rows", rows}};
   // Replace invalid UTF-8 (file names are bytes) instead of throwing.
   out << doc.dump(2, ' ', false, json::error_handler_t::replace) << "\n";

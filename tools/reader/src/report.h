@@ -52,7 +52,17 @@
 // address of a guest or of the hypervisor, which no host mapping names
 // (path and symbol "[guest.kernel]", "[guest.user]", "[guest]",
 // "[hypervisor]").
-// Rows are sorted by period (overhead), then samples, descending.  "percent"
+//   "controls": {"sort": ["comm", "dso", "sym"], "comms": [...], "dsos": [...],
+//                "symbols": [...], "percentage": "absolute" | "relative",
+//                "matched_samples": N, "matched_period": N, "children": B,
+//                "percent_limit": F, "rows_below_limit": N},
+// A row has the fields of the --sort keys only (comm: "comm"; pid: "pid";
+// tid: "tid"; dso: "path", "build_id", "source"; build_id: "build_id",
+// "source"; sym: "symbol", "symbol_status"; a row in no mapping always has
+// "path": "[unknown]"), and with --children "children_period" and
+// "children_percent".
+// Rows are sorted by period (overhead; Children first with --children),
+// then samples, descending.  "percent"
 // (the text report's Overhead) is the row's share of the summed sample
 // periods, as in perf.  Folded output (`--format folded`)
 // is "comm;outermost;...;leaf count" per line, for flamegraph.pl.
@@ -69,6 +79,7 @@
 
 #include "address_space.h"
 #include "build_id.h"
+#include "report_controls.h"
 
 namespace mmap3 {
 
@@ -82,6 +93,33 @@ struct ReportRow {
   std::string symbol;
   SymbolStatus symbol_status = SymbolStatus::kFound;
   BuildIdSource source = BuildIdSource::kNone;
+  // With --sort pid / tid; -1 otherwise.  Fields of keys not in --sort are
+  // empty and not shown.
+  int64_t pid = -1, tid = -1;
+  // With --children: the period of every sample with this row's key
+  // anywhere in its chain, once per sample, and its share.
+  uint64_t children_period = 0;
+  double children_percent = 0;
+};
+
+// `script`: one sampled address, symbolized once (see ScriptSample).
+struct ScriptLocation {
+  uint64_t ip = 0;  // as recorded: the sample's ip, or a return address
+  std::string symbol;  // the report's name for it (see SymbolStatus)
+  SymbolStatus status = SymbolStatus::kNoMapping;
+  uint64_t symbol_offset = 0;  // ip - the symbol's start, when status is kFound
+  std::string path;            // "[unknown]" in no mapping
+  BuildId build_id;
+  BuildIdSource source = BuildIdSource::kNone;
+};
+
+struct ScriptSample {
+  uint64_t time = 0;  // ns, as recorded (0 without PERF_SAMPLE_TIME)
+  uint32_t pid = 0, tid = 0;
+  int64_t cpu = -1;  // -1: not recorded
+  uint64_t period = 0;
+  std::string comm;
+  std::vector<uint32_t> locations;  // into script_locations, the sample's ip first
 };
 
 struct ReportMapping {
@@ -198,6 +236,14 @@ struct ReportModel {
   std::vector<FrameMapping> frame_mappings;
   std::vector<FrameLocation> frame_locations;
   std::vector<FrameStack> frame_stacks;
+  // What shaped the rows (--sort, filters, --children, --percent-limit).
+  ReportControls controls;
+  // Samples and their period that passed the filters (all without filters).
+  uint64_t matched_samples = 0, matched_period = 0;
+  uint64_t rows_below_limit = 0;  // rows --percent-limit left out
+  // Filled only with ProfileOptions::script: every sample in time order.
+  std::vector<ScriptSample> script;
+  std::vector<ScriptLocation> script_locations;
 };
 
 // The lines above the text report's table, without their "# ": the

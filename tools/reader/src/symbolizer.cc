@@ -41,6 +41,16 @@ void Symbolizer::Declare(const MappedObject& object) {
   store_.Get(object.build_id, object.path);
 }
 
+uint64_t Symbolizer::OffsetInSymbol(const MappedObject& object, uint64_t offset) {
+  if (object.owner != AddressOwner::kHost) return 0;
+  const SymbolTable* table = TableFor(object);
+  if (table == nullptr) return 0;
+  auto addr = table->OffsetToAddress(offset);
+  if (!addr) return 0;
+  const ElfSymbol* sym = table->Find(*addr);
+  return sym != nullptr && *addr >= sym->addr ? *addr - sym->addr : 0;
+}
+
 bool Symbolizer::HasSymbols(const MappedObject& object) { return TableFor(object) != nullptr; }
 
 const Symbolizer::Symbol& Symbolizer::Lookup(const MappedObject& object, uint64_t offset) {

@@ -47,6 +47,8 @@ class Symbolizer {
   const std::string& Symbolize(const MappedObject& object, uint64_t offset) {
     return *Lookup(object, offset).name;
   }
+  // How far `offset` is into the symbol Lookup() found there (0 if none).
+  uint64_t OffsetInSymbol(const MappedObject& object, uint64_t offset);
   // True if a file with the object's build-id gave a symbol table.
   bool HasSymbols(const MappedObject& object);
 

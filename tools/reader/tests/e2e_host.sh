@@ -250,6 +250,109 @@ t_we_read_perf_files() {
 	"$READER_BIN" report -i "$W/perf.data" -g --format folded | grep -q 'e2e_v1_hot' || fail "folded from perf.data"
 }
 
+# A perf-recorded capture of prog with call chains, for comparing the
+# report controls, script and buildid-list with perf's own answers; perf's
+# build-id cache in the work directory (perf_compare.py reads it for
+# symbol aliases).
+ctl_capture() {
+	command -v perf >/dev/null || skip "perf not installed"
+	command -v nm >/dev/null || skip "nm (binutils) not installed"
+	export BUILDID_DIR=$W/ctl.cache
+	[ -s "$W/ctl.data" ] && return 0
+	cp "$W/v1.so" "$W/lib/libe2e.so"
+	perf --buildid-dir "$BUILDID_DIR" record -q -g -o "$W/ctl.data" -- "$W/prog" 400 \
+		2>"$W/ctl-record.err" || { cat "$W/ctl-record.err"; fail "perf record failed"; }
+}
+
+# vs_perf KEYS OUR-FLAGS PERF-FLAGS [children]: report --format json with
+# OUR-FLAGS against perf report --stdio -n -g none with PERF-FLAGS; KEYS are
+# the columns perf shows (see perf_compare.py).
+vs_perf() {
+	local keys=$1 ours=$2 theirs=$3 mode=${4:-}
+	# shellcheck disable=SC2086  # flag lists
+	"$READER_BIN" report -i "$W/ctl.data" --buildid-dir "$BUILDID_DIR" --format json $ours \
+		>"$W/ctl.json" || fail "report $ours failed"
+	# shellcheck disable=SC2086
+	perf --buildid-dir "$BUILDID_DIR" report -i "$W/ctl.data" --stdio -n -g none $theirs \
+		>"$W/ctl.txt" 2>"$W/ctl.err" || { cat "$W/ctl.err"; fail "perf report $theirs failed"; }
+	echo "== report $ours  vs  perf report $theirs"
+	python3 "$HERE/e2e/perf_compare.py" report "$W/ctl.json" "$W/ctl.txt" "$keys" $mode
+}
+
+t_report_controls_match_perf() {
+	ctl_capture
+	vs_perf comm,dso,sym "" "--no-children"
+	vs_perf comm,dso,sym "--sort comm,dso,sym" "--no-children --sort comm,dso,sym"
+	vs_perf tid "--sort tid" "--no-children --sort pid"  # perf's pid key is the thread
+	vs_perf comm "--sort comm" "--no-children --sort comm"
+	vs_perf dso "--sort dso" "--no-children --sort dso"
+	vs_perf dso,sym "--sort dso,sym --percent-limit 0.3" "--no-children --sort dso,sym --percent-limit 0.3"
+	# perf leaves out a column its filter leaves one value in (comm here).
+	vs_perf dso,sym "--sort dso,sym --comms prog --dsos libe2e.so,prog" \
+		"--no-children --sort dso,sym --comms prog --dsos libe2e.so,prog"
+	vs_perf comm,dso,sym "--symbols e2e_main_hot,e2e_v1_hot --percentage relative" \
+		"--no-children --symbols e2e_main_hot,e2e_v1_hot --percentage relative"
+	vs_perf comm,dso,sym "--children" "--children --sort comm,dso,sym" children
+	vs_perf comm,dso,sym "--children --percent-limit 5" "--children --percent-limit 5" children
+	# The cumulative overhead of the callers, not only of the leaves.
+	json_check "$W/ctl.json" "any(r['symbol'] == 'main' and r['samples'] == 0 and r['children_percent'] > 90 for r in rows)"
+	# A filter nothing passes: perf's empty table and exit 0, and a line saying so.
+	"$READER_BIN" report -i "$W/ctl.data" --comms nosuch >"$W/none.txt" 2>"$W/none.err" ||
+		fail "exit $? for a filter nothing passes"
+	grep -qx 'mmap3-reader: no samples match --comms nosuch (of [0-9]* samples)' "$W/none.err" ||
+		{ cat "$W/none.err"; fail "no 'no samples match' line"; }
+	! grep -q '%' "$W/none.txt" || fail "rows for a filter nothing passes"
+	# One line and exit 2 for what cannot be done.
+	local rc args
+	for args in "--sort cpu" "--sort comm,comm" "--percent-limit 101" "--format folded -g --sort dso" \
+		"--format folded -g --children" "--format pprof -o $W/x.pb --percent-limit 1"; do
+		rc=0
+		# shellcheck disable=SC2086
+		"$READER_BIN" report -i "$W/ctl.data" $args >"$W/bad.out" 2>"$W/bad.err" || rc=$?
+		[ $rc -eq 2 ] || fail "report $args: exit $rc, want 2"
+		[ "$(wc -l <"$W/bad.err")" -eq 1 ] || { cat "$W/bad.err"; fail "report $args: not one line"; }
+		echo "report $args: $(cat "$W/bad.err")"
+	done
+}
+
+t_script_matches_perf_script() {
+	ctl_capture
+	"$READER_BIN" script -i "$W/ctl.data" --buildid-dir "$BUILDID_DIR" >"$W/script.txt"
+	"$READER_BIN" script -i "$W/ctl.data" --buildid-dir "$BUILDID_DIR" >"$W/script2.txt"
+	cmp -s "$W/script.txt" "$W/script2.txt" || fail "script differs between two runs"
+	head -n 3 "$W/script.txt"
+	perf --buildid-dir "$BUILDID_DIR" script -i "$W/ctl.data" -F tid,time,ip,sym,symoff,dso -G \
+		>"$W/pscript.txt" 2>/dev/null || fail "perf script failed"
+	python3 "$HERE/e2e/perf_compare.py" script "$W/script.txt" "$W/pscript.txt"
+	"$READER_BIN" script -g -i "$W/ctl.data" --buildid-dir "$BUILDID_DIR" >"$W/script-g.txt"
+	perf --buildid-dir "$BUILDID_DIR" script -i "$W/ctl.data" -F tid,time,ip,sym,symoff,dso \
+		>"$W/pscript-g.txt" 2>/dev/null || fail "perf script -g failed"
+	python3 "$HERE/e2e/perf_compare.py" script-g "$W/script-g.txt" "$W/pscript-g.txt" /prog /libe2e.so
+	grep -Eq '^	 +[0-9a-f]+ e2e_lib_hot\+0x[0-9a-f]+ \(.*/libe2e.so\) '"$ID1"'(\(unverified\))?$' "$W/script-g.txt" ||
+		fail "no e2e_lib_hot frame with libe2e.so's build-id"
+}
+
+t_buildid_list_matches_perf() {
+	ctl_capture
+	"$READER_BIN" buildid-list -i "$W/ctl.data" >"$W/bid.txt"
+	perf buildid-list -i "$W/ctl.data" >"$W/pbid.txt" 2>/dev/null || fail "perf buildid-list failed"
+	cat "$W/bid.txt"
+	python3 "$HERE/e2e/perf_compare.py" buildid "$W/bid.txt" "$W/pbid.txt"
+	# A library replaced during our capture: a line per version.
+	replace_scenario bidrep >/dev/null
+	"$READER_BIN" buildid-list -i "$W/bidrep.data" >"$W/bidrep.txt"
+	grep 'libe2e.so' "$W/bidrep.txt"
+	local v id
+	for v in 1 2 3; do
+		id=$(eval echo \$ID$v)
+		grep -q "^$id $W/lib/libe2e.so\$" "$W/bidrep.txt" || fail "no line for version $v"
+	done
+	if json_check "$W/bidrep.json" "d['capture']['mode'] != 'mmap3'" >/dev/null; then
+		perf buildid-list -i "$W/bidrep.data" >"$W/pbidrep.txt" 2>/dev/null || fail "perf buildid-list failed"
+		python3 "$HERE/e2e/perf_compare.py" buildid "$W/bidrep.txt" "$W/pbidrep.txt"
+	fi
+}
+
 # go tool pprof (Debian's golang-go) with its cache and home in the work
 # directory: go needs a writable GOCACHE, and nothing of the user's.
 gopprof() {
@@ -1194,6 +1297,7 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
        t_perf_reads_our_file t_we_read_perf_files t_perf_system_wide_file_of_a_replaced_library
        t_pprof_export_reads_in_go_pprof t_pprof_needs_an_output
+       t_report_controls_match_perf t_script_matches_perf_script t_buildid_list_matches_perf
        t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
        t_pid_whose_main_thread_exited t_vdso_is_symbolized t_kernel_symbols_from_the_capture

@@ -1,11 +1,14 @@
 #include "elf_file.h"
 
 #include <fcntl.h>
+#include <gelf.h>
 #include <gtest/gtest.h>
+#include <libelf.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "dso_store.h"
 #include "fixtures.h"
 
 namespace mmap3 {
@@ -113,6 +116,52 @@ TEST(ElfFileTest, StrippedLibraryStillHasDynamicSymbols) {
   EXPECT_NE(FindByName(syms, "exported_one"), nullptr);
   EXPECT_NE(FindByName(syms, "exported_two"), nullptr);
   EXPECT_FALSE(elf->build_id().empty());  // strip keeps the note
+}
+
+// crti.o's _init has no size and .init is followed by the PLT, which has no
+// symbols: a sample in the PLT is not in _init.
+TEST(ElfFileTest, ASymbolWithoutASizeEndsWithItsSection) {
+  TempDir dir;
+  const std::string lib = dir.File("libplt.so");
+  ASSERT_TRUE(testing::CompileC("#include <stdio.h>\nvoid hot(void) { puts(\"x\"); }\n", lib,
+                                "-shared -fPIC"));
+  auto elf = ElfFile::Open(lib);
+  ASSERT_TRUE(elf.ok());
+  // Where .init and .plt are, from the section headers.
+  uint64_t init_addr = 0, init_size = 0, plt_addr = 0, plt_size = 0;
+  {
+    int fd = open(lib.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    elf_version(EV_CURRENT);
+    Elf* e = elf_begin(fd, ELF_C_READ, nullptr);
+    ASSERT_NE(e, nullptr);
+    size_t shstrndx = 0;
+    ASSERT_EQ(elf_getshdrstrndx(e, &shstrndx), 0);
+    for (Elf_Scn* scn = elf_nextscn(e, nullptr); scn; scn = elf_nextscn(e, scn)) {
+      GElf_Shdr sh;
+      ASSERT_NE(gelf_getshdr(scn, &sh), nullptr);
+      const std::string name = elf_strptr(e, shstrndx, sh.sh_name);
+      if (name == ".init") init_addr = sh.sh_addr, init_size = sh.sh_size;
+      if (name == ".plt") plt_addr = sh.sh_addr, plt_size = sh.sh_size;
+    }
+    elf_end(e);
+    close(fd);
+  }
+  ASSERT_NE(plt_size, 0u) << "no .plt in " << lib;
+  auto syms = elf->ReadSymbols();
+  const ElfSymbol* init = FindByName(syms, "_init");
+  ASSERT_NE(init, nullptr);
+  ASSERT_EQ(init->addr, init_addr);
+  EXPECT_EQ(init->size, init_size);
+
+  SymbolTable table(syms, elf->loads(), false);
+  const ElfSymbol* at_init = table.Find(init_addr + init_size - 1);
+  ASSERT_NE(at_init, nullptr);
+  EXPECT_EQ(at_init->name, "_init");
+  for (uint64_t a = plt_addr; a < plt_addr + plt_size; a += 4) {
+    const ElfSymbol* s = table.Find(a);
+    EXPECT_EQ(s, nullptr) << "0x" << std::hex << a << " in .plt put on " << s->name;
+  }
 }
 
 }  // namespace
