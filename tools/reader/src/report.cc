@@ -234,7 +234,6 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"mappings_by_source", sources},
                 {"mappings", mappings},
                 {"symbol_files", symbol_files}}},
-                {"mappings", mappings}}},
               {"controls", controls},
               {"rows", rows}};
   // Replace invalid UTF-8 (file names are bytes) instead of throwing.
