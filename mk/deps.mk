@@ -7,10 +7,12 @@
 #   DEPS_READER  tools/reader and the selftests (clang and its libFuzzer
 #                runtime for make fuzz; libfuse3-dev for selftests/fuse_backing;
 #                protobuf-compiler, libprotobuf-dev, zlib1g-dev for report
-#                --format pprof; golang-go for go tool pprof in the e2e test)
+#                --format pprof; golang-go for go tool pprof in the e2e test;
+#                libdebuginfod-dev for report's debuginfod client, debuginfod
+#                for the server its e2e test runs)
 
 DEPS_KERNEL := linux-source-6.1 qemu-system-x86 busybox-static flex bison bc libelf-dev cpio xz-utils build-essential libssl-dev kmod git trinity
-DEPS_READER := cmake g++ pkg-config binutils make libgtest-dev libelf-dev liburing-dev libbpf-dev nlohmann-json3-dev libcli11-dev libfmt-dev linux-perf clang libclang-rt-14-dev libfuse3-dev protobuf-compiler libprotobuf-dev zlib1g-dev golang-go
+DEPS_READER := cmake g++ pkg-config binutils make libgtest-dev libelf-dev liburing-dev libbpf-dev nlohmann-json3-dev libcli11-dev libfmt-dev linux-perf clang libclang-rt-14-dev libfuse3-dev protobuf-compiler libprotobuf-dev zlib1g-dev golang-go libdebuginfod-dev debuginfod
 
 DEPS       := $(sort $(DEPS_KERNEL) $(DEPS_READER))
 DEPS_STAMP := $(BUILD)/deps.stamp

@@ -30,6 +30,17 @@ const char* SymbolStatusName(SymbolStatus status) {
   return "?";
 }
 
+const char* SymbolSourceName(SymbolSource source) {
+  switch (source) {
+    case SymbolSource::kNone: return "none";
+    case SymbolSource::kBuildIdCache: return "build_id_cache";
+    case SymbolSource::kDebugDir: return "debug_dir";
+    case SymbolSource::kRecordedPath: return "recorded_path";
+    case SymbolSource::kDebuginfod: return "debuginfod";
+  }
+  return "?";
+}
+
 void AddressSpace::Insert(Mapping m) {
   if (m.end <= m.start) return;
   index_valid_ = false;

@@ -48,6 +48,16 @@ enum class SymbolStatus : uint8_t {
 };
 const char* SymbolStatusName(SymbolStatus status);
 
+// Where the file a DSO's symbols were read from was found (see dso_store.h).
+enum class SymbolSource : uint8_t {
+  kNone,          // no file with the build-id: no symbols
+  kBuildIdCache,  // <cache>/.build-id/xx/rest/{debug,elf,vdso}
+  kDebugDir,      // /usr/lib/debug/.build-id/xx/rest.debug
+  kRecordedPath,  // the path it was mapped under, whose build-id still matches
+  kDebuginfod,    // a debuginfod server (DEBUGINFOD_URLS), during this report
+};
+const char* SymbolSourceName(SymbolSource source);
+
 // Whose addresses an object stands for.  A guest's samples (cpumode
 // PERF_RECORD_MISC_GUEST_*) and the hypervisor's (_HYPERVISOR) carry
 // addresses that mean nothing in the host's address spaces: they get an

@@ -462,11 +462,12 @@ BuildIdCache::BuildIdCache(std::string dir) : BuildIdCache(std::move(dir), Limit
 BuildIdCache::BuildIdCache(std::string dir, Limits limits)
     : dir_(std::move(dir)), limits_(limits) {}
 
-Status BuildIdCache::Insert(const BuildId& id, const std::string& path, int fd) {
+Status BuildIdCache::Insert(const BuildId& id, const std::string& path, int fd,
+                            const std::string& file_name) {
   Request r;
   r.id = id;
   r.path = path;
-  r.file_name = CacheFileName(path);
+  r.file_name = file_name.empty() ? CacheFileName(path) : file_name;
   r.source_fd = fd;
   return InsertEntry(r);
 }

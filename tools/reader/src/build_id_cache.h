@@ -146,7 +146,10 @@ class BuildIdCache {
   // Copies the ELF image `fd` (borrowed; a regular file) into the cache as
   // <path>/<id>/elf ("vdso" for "[vdso]"): what the workers run.  An entry
   // already there counts if it has the source's size and the id.
-  Status Insert(const BuildId& id, const std::string& path, int fd);
+  // `file_name` ("debug": a separate debug file, perf's name for one) stores
+  // it under another name, with the same checks.
+  Status Insert(const BuildId& id, const std::string& path, int fd,
+                const std::string& file_name = "");
   // Stores `contents` as <path>/<id>/<file_name> with permissions `mode`
   // (before the umask), for files that are not ELF images: e.g.
   // ("[kernel.kallsyms]", "kallsyms").  The copy must read back equal to

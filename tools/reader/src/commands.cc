@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -11,6 +12,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "debuginfod.h"
 #include "dso_store.h"
 #include "linux/perf_event_mmap3.h"
 #include "perf_data.h"
@@ -154,6 +156,18 @@ class PathFiles {
   std::map<std::string, Files, std::less<>> paths_;
 };
 
+// Where each looked-up DSO's symbols came from, for the report.
+std::vector<SymbolFile> SymbolFilesOf(const DsoStore& store) {
+  std::vector<SymbolFile> files;
+  for (const Dso* dso : store.LoadedDsos()) {
+    std::vector<std::string> paths = dso->paths;
+    std::sort(paths.begin(), paths.end());
+    files.push_back({dso->build_id, paths.empty() ? std::string() : paths.front(),
+                     dso->symbol_file, dso->symbol_source});
+  }
+  return files;
+}
+
 SymbolSearch SearchFor(const std::string& cache_dir) {
   SymbolSearch search;
   search.cache_dir = cache_dir;
@@ -296,6 +310,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   DsoStore store(SearchFor(options.cache_dir));
   Symbolizer symbolizer(store);
   result.report = profile.BuildReport(symbolizer, CaptureModeName(c.mode()));
+  result.report.symbol_files = SymbolFilesOf(store);
   result.report.event = SampledEventOf({c.attr()});
   result.report.event_lost = static_cast<int64_t>(c.stats().event_lost);
   result.report.bad_records += c.stats().bad_size;  // framing errors in the ring buffers
@@ -460,9 +475,19 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     search.kallsyms.clear();
     search.modules_dir.clear();
   }
+  std::optional<DebuginfodFetcher> debuginfod;
+  if (DebuginfodUrlsSet(options.debuginfod_urls)) {
+    DebuginfodOptions d;
+    d.urls = options.debuginfod_urls;
+    d.budget = options.debuginfod_budget;
+    d.cache_dir = options.cache_dir;
+    d.on_warning = options.on_warning;
+    search.debuginfod = &debuginfod.emplace(std::move(d), MakeLibDebuginfodTransport());
+  }
   DsoStore store(search);
   Symbolizer symbolizer(store);
   ReportModel model = profile.BuildReport(symbolizer, mode);
+  model.symbol_files = SymbolFilesOf(store);
   {
     std::vector<perf_event_attr> attrs;
     for (const PerfFileAttr& a : r.attrs()) attrs.push_back(a.attr);

@@ -3,6 +3,7 @@
 #ifndef MMAP3_READER_COMMANDS_H_
 #define MMAP3_READER_COMMANDS_H_
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -53,6 +54,13 @@ struct ReportOptions {
   // dso_store.h; "" never, nor from the running kernel's modules: a report
   // that must not depend on this host, as the fuzzers').
   std::string kernel_notes = "/sys/kernel/notes";
+  // DEBUGINFOD_URLS: servers asked for build-ids no local file has (see
+  // debuginfod.h); blank: none.  Their files are kept in cache_dir.
+  std::string debuginfod_urls;
+  std::chrono::milliseconds debuginfod_budget{std::chrono::seconds(30)};
+  // One-line warnings while the report is made (a server that does not
+  // answer); may be empty.
+  std::function<void(const std::string&)> on_warning;
   // --sort, filters, --children, --percent-limit (report_controls.h).
   ReportControls controls;
   // Keep every sample for `script` (ReportModel::script).

@@ -67,24 +67,27 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
   // Separate debug files first (full .symtab), then copies of the image,
   // then the recorded paths.  Among matching files, one with .symtab wins;
   // a stripped image (.dynsym only) is kept as the fallback.
-  std::vector<std::string> candidates;
+  std::vector<std::pair<std::string, SymbolSource>> candidates;
+  const SymbolSource kCache = SymbolSource::kBuildIdCache;
   if (!search_.cache_dir.empty())
-    candidates.push_back(search_.cache_dir + "/.build-id/" + sub + "/debug");
+    candidates.emplace_back(search_.cache_dir + "/.build-id/" + sub + "/debug", kCache);
   if (!search_.debug_dir.empty())
-    candidates.push_back(search_.debug_dir + "/.build-id/" + sub + ".debug");
+    candidates.emplace_back(search_.debug_dir + "/.build-id/" + sub + ".debug",
+                            SymbolSource::kDebugDir);
   if (!search_.cache_dir.empty()) {
-    candidates.push_back(search_.cache_dir + "/.build-id/" + sub + "/elf");  // perf >= 4.6 layout
-    candidates.push_back(search_.cache_dir + "/.build-id/" + sub + "/vdso");  // perf's [vdso]
-    candidates.push_back(search_.cache_dir + "/.build-id/" + sub);  // older: link to the file
+    candidates.emplace_back(search_.cache_dir + "/.build-id/" + sub + "/elf", kCache);  // perf >= 4.6
+    candidates.emplace_back(search_.cache_dir + "/.build-id/" + sub + "/vdso", kCache);  // [vdso]
+    candidates.emplace_back(search_.cache_dir + "/.build-id/" + sub, kCache);  // older: the file
   }
+  // In an order of their own, not the order they were recorded in (which
+  // is the order a hash table handed out locations), so that the same
+  // paths always give the same file.
+  std::vector<std::string> paths = dso.paths;
+  std::sort(paths.begin(), paths.end());
   if (search_.use_recorded_paths) {
-    // In an order of their own, not the order they were recorded in (which
-    // is the order a hash table handed out locations), so that the same
-    // paths always give the same file.
-    std::vector<std::string> paths = dso.paths;
-    std::sort(paths.begin(), paths.end());
     for (const std::string& p : paths) {
-      if (p.starts_with('/')) candidates.push_back(p);  // not "[vdso]", "//anon", relative
+      // not "[vdso]", "//anon", relative
+      if (p.starts_with('/')) candidates.emplace_back(p, SymbolSource::kRecordedPath);
     }
   }
   // Layout (PT_LOAD offsets) must come from an image: objcopy
@@ -94,13 +97,13 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
   std::vector<LoadSegment> layout;
   bool have_symbols = false, full = false, have_layout = false;
   std::string symbol_file;
-  for (const std::string& path : candidates) {
-    if (full && have_layout) break;
+  SymbolSource symbol_source = SymbolSource::kNone;
+  auto consider = [&](const std::string& path, SymbolSource source) {
     auto elf = ElfFile::Open(path);
-    if (!elf.ok()) continue;
+    if (!elf.ok()) return;
     if (elf->build_id() != dso.build_id) {
       dso.refused.push_back(path);
-      continue;
+      return;
     }
     const bool is_image = std::any_of(elf->loads().begin(), elf->loads().end(),
                                       [](const LoadSegment& s) { return s.executable && s.filesz > 0; });
@@ -112,16 +115,47 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
     if (!full && (has_symtab || !have_symbols)) {
       symbols = elf->ReadSymbols();
       symbol_file = path;
+      symbol_source = source;
       have_symbols = true;
       full = has_symtab;
+    }
+  };
+  for (const auto& [path, source] : candidates) {
+    if (full && have_layout) break;
+    consider(path, source);
+  }
+  // Nothing here has the build-id: the servers may.  The image first (it
+  // gives the layout, and often the symbols), then the debug file if the
+  // symbols are still only .dynsym or none.
+  if (search_.debuginfod != nullptr && !(have_symbols && have_layout)) {
+    const std::string cache_under = paths.empty() ? std::string() : paths.front();
+    if (!have_layout) {
+      if (auto file = search_.debuginfod->Fetch(DebuginfodKind::kExecutable, dso.build_id,
+                                                cache_under))
+        consider(*file, SymbolSource::kDebuginfod);
+    }
+    if (have_layout && !full) {
+      if (auto file = search_.debuginfod->Fetch(DebuginfodKind::kDebuginfo, dso.build_id,
+                                                cache_under))
+        consider(*file, SymbolSource::kDebuginfod);
     }
   }
   if (have_symbols && have_layout) {
     dso.symbols = std::make_unique<SymbolTable>(std::move(symbols), std::move(layout), false);
     dso.symbol_file = symbol_file;
+    dso.symbol_source = symbol_source;
   }
   if (dso.symbols != nullptr) ++loads_;
   return dso.symbols.get();
+}
+
+std::vector<const Dso*> DsoStore::LoadedDsos() const {
+  std::vector<const Dso*> out;
+  for (const auto& [id, dso] : dsos_)
+    if (dso->load_attempted) out.push_back(dso.get());
+  std::sort(out.begin(), out.end(),
+            [](const Dso* a, const Dso* b) { return a->build_id < b->build_id; });
+  return out;
 }
 
 namespace {

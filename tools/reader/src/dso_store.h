@@ -12,7 +12,11 @@
 // .dynsym only); the file-offset layout always comes from a matching image,
 // since debug files carry no valid p_offset.  Debug file alone: no symbols.
 // A candidate with a different build-id is never used; the refusal is kept
-// for the report.  DSOs without a build-id are not symbolized at all.
+// for the report.  When none of them gives a table and a debuginfod fetcher
+// is set (SymbolSearch::debuginfod), the servers are asked: for the
+// executable when no matching image was found, then for the debuginfo when
+// no matching file had a .symtab; what they send is one more candidate,
+// checked like the others.  DSOs without a build-id are not symbolized at all.
 // Every path of a build-id must be given (Get) before its first Symbols():
 // the load happens once, and a path given later is not looked at.  Given
 // that, what is found depends on the paths and the files, never on the
@@ -42,7 +46,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "address_space.h"
 #include "build_id.h"
+#include "debuginfod.h"
 #include "elf_file.h"
 #include "kallsyms.h"
 
@@ -78,6 +84,7 @@ struct Dso {
   bool load_attempted = false;
   std::unique_ptr<SymbolTable> symbols;  // null if no matching file
   std::string symbol_file;               // which file the symbols came from
+  SymbolSource symbol_source = SymbolSource::kNone;  // and where it was found
   std::vector<std::string> refused;      // candidates with another build-id
 };
 
@@ -90,6 +97,8 @@ struct SymbolSearch {
   std::string kallsyms = "/proc/kallsyms";
   std::string modules_dir = "/sys/module";
   std::string proc_modules = "/proc/modules";
+  // Asked when no local file has a DSO's build-id; null: never.  Borrowed.
+  DebuginfodFetcher* debuginfod = nullptr;
 };
 
 class DsoStore {
@@ -113,6 +122,8 @@ class DsoStore {
   const SymbolTable* ModuleSymbols(const BuildId& id, const std::string& name);
 
   size_t size() const { return dsos_.size(); }
+  // Every DSO whose symbols were looked for, by build-id.
+  std::vector<const Dso*> LoadedDsos() const;
   size_t loads() const { return loads_; }  // symbol tables actually read
   const SymbolSearch& search() const { return search_; }
 

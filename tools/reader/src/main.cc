@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -441,6 +442,8 @@ int Main(int argc, char** argv) {
     opts.input = input;
     opts.cache_dir = cache_dir;
     opts.callchains = report_callchains;
+    if (const char* urls = std::getenv("DEBUGINFOD_URLS")) opts.debuginfod_urls = urls;
+    opts.on_warning = [](const std::string& m) { fmt::print(stderr, "mmap3-reader: warning: {}\n", m); };
     ReportControls& controls = opts.controls;
     if (!sort_keys.empty()) {
       std::string error;
@@ -516,6 +519,8 @@ int Main(int argc, char** argv) {
     opts.input = script_input;
     opts.cache_dir = cache_dir;
     opts.script = true;
+    if (const char* urls = std::getenv("DEBUGINFOD_URLS")) opts.debuginfod_urls = urls;
+    opts.on_warning = [](const std::string& m) { fmt::print(stderr, "mmap3-reader: warning: {}\n", m); };
     auto model = RunReport(opts);
     if (!model.ok()) return Fail(model.status());
     WriteScript(*model, script_callchains, std::cout);

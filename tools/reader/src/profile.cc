@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <unordered_set>
 
 namespace mmap3 {
 namespace {
@@ -355,6 +356,27 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   // declared before the first lookup, so that what is found does not
   // depend on which location the hash table below hands out first.
   for (const auto& [key, object] : objects_) symbolizer.Declare(*object);
+  // The sampled objects' symbols are then loaded in build-id order, not in
+  // the order the counts below hand out locations: what a debuginfod
+  // server that dies or runs out of time was still asked for is then the
+  // same in every report of the file.
+  {
+    std::unordered_set<const MappedObject*> seen;
+    flat_.ForEach([&](uint32_t, const MappedObject* object, uint64_t, uint64_t, uint64_t) {
+      if (object != nullptr) seen.insert(Shown(object));
+    });
+    for (const auto& [key, count] : stacks_)
+      for (const auto& frame : key.second)
+        if (frame.first != nullptr) seen.insert(Shown(frame.first));
+    for (const auto& [key, sums] : frame_stacks_)
+      for (const Frame& f : key.second)
+        if (f.object != nullptr) seen.insert(Shown(f.object));
+    std::vector<const MappedObject*> hit(seen.begin(), seen.end());
+    std::sort(hit.begin(), hit.end(), [](const MappedObject* a, const MappedObject* b) {
+      return std::tie(a->build_id, a->path) < std::tie(b->build_id, b->path);
+    });
+    for (const MappedObject* object : hit) symbolizer.HasSymbols(*object);
+  }
 
   BuildRows(symbolizer, model);
 

@@ -53,6 +53,15 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
             : fmt::format(", {} changed while read (left to the kernel's records)",
                           m.startup->changed_during_read)));
   }
+  {
+    std::string fetched;
+    for (const SymbolFile& f : m.symbol_files) {
+      if (f.source != SymbolSource::kDebuginfod) continue;
+      fetched += fmt::format("{}{}", fetched.empty() ? "" : ", ", DsoLabel(f.path, f.build_id));
+    }
+    if (!fetched.empty())
+      notes.push_back("symbols from debuginfod (DEBUGINFOD_URLS): " + fetched);
+  }
   if (!m.changed_kernel_modules.empty()) {
     std::string names;
     for (const std::string& path : m.changed_kernel_modules) names += " " + path;
@@ -163,6 +172,13 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                         {"build_id", mp.build_id.Hex()},
                         {"source", BuildIdSourceName(mp.source)}});
   }
+  json symbol_files = json::array();
+  for (const SymbolFile& f : m.symbol_files) {
+    symbol_files.push_back({{"build_id", f.build_id.Hex()},
+                            {"path", f.path},
+                            {"file", f.file},
+                            {"source", SymbolSourceName(f.source)}});
+  }
   const ReportControls& c = m.controls;
   const bool by_file = c.Has(SortKey::kDso) || c.Has(SortKey::kBuildId);
   json rows = json::array();
@@ -216,7 +232,8 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                                       : json(nullptr)},
                 {"kernel_modules_changed", m.changed_kernel_modules},
                 {"mappings_by_source", sources},
-                {"mappings", mappings}}},
+                {"mappings", mappings},
+                {"symbol_files", symbol_files}}},
               {"controls", controls},
               {"rows", rows}};
   // Replace invalid UTF-8 (file names are bytes) instead of throwing.

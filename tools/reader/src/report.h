@@ -23,7 +23,13 @@
 //                            "vdso": N},
 //     "mappings": [{"pid": N (-1: kernel image, modules), "start": "0x..",
 //                   "end": "0x..", "pgoff": "0x..",
-//                   "path": "...", "build_id": "hex" | "", "source": "..."}]
+//                   "path": "...", "build_id": "hex" | "", "source": "..."}],
+//     "symbol_files": [{"build_id": "hex", "path": "...", "file": "..." | "",
+//                       "source": "build_id_cache" | "debug_dir" |
+//                                 "recorded_path" | "debuginfod" | "none"}]
+//                (each user-space build-id whose symbols were looked for,
+//                 by build-id: where the file they came from was found;
+//                 "debuginfod": fetched from DEBUGINFOD_URLS by this report)
 //   },
 //   "rows": [{"samples": N, "period": N, "percent": F, "comm": "...",
 //             "path": "...", "build_id": "full hex" | "", "symbol": "...",
@@ -124,6 +130,14 @@ struct ReportMapping {
   BuildIdSource source = BuildIdSource::kNone;
 };
 
+// Where a DSO's symbols came from (dso_store.h).
+struct SymbolFile {
+  BuildId build_id;
+  std::string path;  // a path it was mapped under
+  std::string file;  // the file read, "" if none
+  SymbolSource source = SymbolSource::kNone;
+};
+
 struct ReportStack {
   std::string folded;  // "comm;frame;...;leaf"
   uint64_t samples = 0;
@@ -213,6 +227,7 @@ struct ReportModel {
   std::array<uint64_t, kBuildIdSourceCount> mappings_by_source{};
   std::vector<ReportRow> rows;
   std::vector<ReportMapping> mappings;
+  std::vector<SymbolFile> symbol_files;  // by build-id
   std::vector<ReportStack> stacks;
   SampledEvent event;
   // Filled only with ProfileOptions::sample_frames, sorted by value (the

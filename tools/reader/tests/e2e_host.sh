@@ -20,6 +20,10 @@ CC=${CC:-cc}
 HERE=$(cd "$(dirname "$0")" && pwd)
 SUITE=${E2E_SUITE:-e2e_host}
 
+# A report asks debuginfod servers when DEBUGINFOD_URLS is set (Debian can
+# set it for login shells): only the tests that start their own ask any.
+unset DEBUGINFOD_URLS
+
 rm -rf "$WORK_DIR"
 mkdir -p "$WORK_DIR"
 # absolute: the reader reports absolute paths, which the checks compare with
@@ -1053,6 +1057,218 @@ t_buildid_cache_is_safe_and_bounded() {
 	[ -z "$left" ] || fail "record -o on a full filesystem left: $left"
 }
 
+# --- debuginfod, both ways -------------------------------------------------
+# The servers run in a network namespace of their own (loopback only):
+# Debian's debuginfod 0.188 has no option to listen on 127.0.0.1 alone, and
+# in a namespace nothing else can reach it, nor can a port be taken already.
+# NETNS_PID holds it; in_ns runs a command there.  Every process a test
+# starts is ended by its own pid when the test's subshell exits.
+DBGD_PIDS=()
+dbgd_cleanup() {
+	local p
+	for p in "${DBGD_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${DBGD_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+netns_start() {
+	command -v unshare >/dev/null && command -v nsenter >/dev/null && command -v ip >/dev/null ||
+		skip "needs unshare, nsenter and ip (util-linux, iproute2) for a private network namespace"
+	unshare -n sleep 3600 &
+	NETNS_PID=$!
+	DBGD_PIDS+=("$NETNS_PID")
+	trap dbgd_cleanup EXIT
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[ "$(readlink "/proc/$NETNS_PID/ns/net" 2>/dev/null)" != "$(readlink /proc/self/ns/net)" ] &&
+			[ -n "$(readlink "/proc/$NETNS_PID/ns/net" 2>/dev/null)" ] && break
+		kill -0 "$NETNS_PID" 2>/dev/null || skip "unshare -n failed: no network namespaces here"
+		sleep 0.05
+	done
+	[ $i -lt 200 ] || fail "the network namespace did not appear within 10 s"
+	in_ns ip link set lo up
+}
+# For servers started with &: nsenter execs the command, so $! is its pid
+# (a shell function run in the background would be a subshell's).
+in_ns() { nsenter --net="/proc/$NETNS_PID/ns/net" "$@"; }
+
+# wait_http URL SECONDS [PYTHON-CONDITION on `body`]: polls URL (in the
+# namespace) until it answers 200 and the condition holds; bounded.
+wait_http() {
+	in_ns python3 - "$1" "$2" "${3:-True}" <<'PY' || fail "$1 not ready within $2 s"
+import sys, time, urllib.request
+url, limit, cond = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+end = time.monotonic() + limit
+while time.monotonic() < end:
+    try:
+        body = urllib.request.urlopen(url, timeout=2).read().decode(errors="replace")
+        if eval(cond):
+            sys.exit(0)
+    except Exception:
+        pass
+    time.sleep(0.1)
+sys.exit(1)
+PY
+}
+
+# dbgd_dir NAME: a private copy of the scenario's files whose programs load
+# their library from NAME/lib, so that deleting them there leaves the other
+# tests theirs.  Prints the directory.
+dbgd_dir() {
+	local d=$W/$1
+	rm -rf "$d"
+	mkdir -p "$d/lib"
+	cp "$W/v1.so" "$W/v2.so" "$W/v3.so" "$d/"
+	cp "$W/v1.so" "$d/lib/libe2e.so"
+	$CC -O1 -fno-omit-frame-pointer -fno-optimize-sibling-calls -o "$d/prog" "$HERE/e2e/prog.c" \
+		-L"$d/lib" -le2e -Wl,-rpath,"$d/lib"
+	for c in a b c; do cp "$d/prog" "$d/prog_$c"; done
+	echo "$d"
+}
+
+# Rows as (comm, path, build-id, symbol, samples), for comparing reports.
+rows_of() {
+	python3 -c '
+import json, sys
+for r in sorted(json.load(open(sys.argv[1]))["rows"], key=lambda r: (r["comm"], r["path"], r["build_id"], r["symbol"])):
+    print(r["samples"], r["comm"], r["path"], r["build_id"], r["symbol"], r["symbol_status"])' "$1"
+}
+
+t_debuginfod_serves_the_cache_to_a_fresh_home() {
+	command -v debuginfod >/dev/null || skip "no debuginfod (Debian package debuginfod)"
+	local d
+	d=$(dbgd_dir dbgd_fleet)
+	# Recorded with one cache directory, as on the machine profiled.
+	"$READER_BIN" record -q -F 2000 -o "$d/rec.data" --buildid-dir "$d/cache" -- \
+		"$HERE/e2e/scenario.sh" "$d" 400 "$d/cache"
+	env -u DEBUGINFOD_URLS "$READER_BIN" report -i "$d/rec.data" --buildid-dir "$d/cache" \
+		--format json >"$d/orig.json"
+	netns_start
+	# debuginfod -F serves that directory as it is.  Ready when its scan
+	# has seen every file of the cache and has nothing left to do.
+	local files
+	files=$(find "$d/cache" -type f | wc -l)
+	nsenter --net="/proc/$NETNS_PID/ns/net" debuginfod -F -p 8002 -d "$d/dbgd.sqlite" -t 0 -g 0 "$d/cache" >"$d/server.log" 2>&1 &
+	DBGD_PIDS+=("$!")
+	wait_http http://127.0.0.1:8002/metrics 60 \
+		"any(l.startswith('scanned_files_total{source=\"file\"} ') and int(l.split()[-1]) >= $files for l in body.splitlines()) and 'thread_work_pending{role=\"scan\"} 0' in body"
+	# The fleet: no local copy of anything the capture mapped from $d, a
+	# fresh HOME (an empty ~/.debug and libdebuginfod cache).
+	rm -f "$d"/v?.so "$d/lib/libe2e.so" "$d"/prog*
+	mkdir -p "$d/home"
+	local start=$SECONDS
+	in_ns env -u DEBUGINFOD_CACHE_PATH HOME="$d/home" DEBUGINFOD_URLS=http://127.0.0.1:8002 \
+		"$READER_BIN" report -i "$d/rec.data" --format json >"$d/fleet.json" 2>"$d/fleet.err"
+	# The text report, from a HOME of its own (the one above has them all now).
+	mkdir -p "$d/home_text"
+	in_ns env HOME="$d/home_text" DEBUGINFOD_URLS=http://127.0.0.1:8002 \
+		"$READER_BIN" report -i "$d/rec.data" 2>&1 | head -n 14
+	cat "$d/fleet.err"
+	[ ! -s "$d/fleet.err" ] || fail "warnings from a report whose server answered"
+	# The same rows, symbols and all, as the report with the original cache.
+	rows_of "$d/orig.json" >"$d/orig.rows"
+	rows_of "$d/fleet.json" >"$d/fleet.rows"
+	diff "$d/orig.rows" "$d/fleet.rows" || fail "the fleet's report differs from the original"
+	local v id c
+	for v in 1 2 3; do
+		id=$(eval echo \$ID$v)
+		c=prog_$(echo abc | cut -c$v)
+		json_check "$d/fleet.json" "len(find('e2e_v${v}_hot', '$c')) == 1 and find('e2e_v${v}_hot', '$c')[0]['build_id'] == '$id'"
+		json_check "$d/fleet.json" "any(f['build_id'] == '$id' and f['source'] == 'debuginfod' for f in d['capture']['symbol_files'])"
+		# Kept in the fresh cache, in perf's layout.
+		[ -f "$d/home/.debug/.build-id/${id:0:2}/${id:2}/elf" ] || fail "v$v not kept in the fresh cache"
+	done
+	json_check "$d/fleet.json" "any(f['path'].endswith('/prog_a') and f['source'] == 'debuginfod' for f in d['capture']['symbol_files'])"
+	# What was fetched is in the cache now: the next report asks no one.
+	in_ns env -u DEBUGINFOD_URLS HOME="$d/home" "$READER_BIN" report -i "$d/rec.data" \
+		--format json >"$d/again.json"
+	rows_of "$d/again.json" | diff "$d/orig.rows" - || fail "the report from the kept copies differs"
+	json_check "$d/again.json" "not any(f['source'] == 'debuginfod' for f in d['capture']['symbol_files'])"
+	echo "NOTE: $(grep -c . "$d/orig.rows") rows the same from debuginfod in a fresh HOME ($((SECONDS - start)) s); $(grep -c '"source": "debuginfod"' "$d/fleet.json") symbol files fetched"
+}
+
+# A capture of prog (library v1) for the failure cases, after which the
+# program and every copy of the library are deleted: two sampled build-ids
+# no local file has.  Prints its directory.
+dbgd_lost_v1() {
+	local d
+	d=$(dbgd_dir "$1")
+	"$READER_BIN" record -q -F 2000 -o "$d/rec.data" --no-buildid-cache -- "$d/prog" 200 >&2
+	rm -f "$d"/v?.so "$d/lib/libe2e.so" "$d/prog"
+	mkdir -p "$d/home"
+	echo "$d"
+}
+
+t_debuginfod_unreachable_is_bounded_and_said_once() {
+	local d rc=0 start took
+	d=$(dbgd_lost_v1 dbgd_down)
+	netns_start
+	# A closed port: refused at once.  Two build-ids are missing locally
+	# (the program's, the library's); only the first is asked for.
+	start=$(date +%s%N)
+	in_ns env HOME="$d/home" DEBUGINFOD_URLS=http://127.0.0.1:9 \
+		"$READER_BIN" report -i "$d/rec.data" --format json >"$d/down.json" 2>"$d/down.err" || rc=$?
+	took=$(( ($(date +%s%N) - start) / 1000000 ))
+	cat "$d/down.err"
+	[ $rc -eq 0 ] || fail "report exited $rc"
+	[ "$(wc -l <"$d/down.err")" = 1 ] || fail "want exactly one line on stderr"
+	grep -q "^mmap3-reader: warning: debuginfod: http://127.0.0.1:9/\?: .*; no more build-ids are asked for in this report\$" "$d/down.err" ||
+		fail "not the one warning expected"
+	[ $took -lt 20000 ] || fail "a refused connection took $took ms"
+	# Asked in build-id order: the one asked is the lowest of them.
+	json_check "$d/down.json" "len({r['build_id'] for r in rows if r['symbol_status'] == 'no_file'}) >= 2 and 'executable of %s)' % min(r['build_id'] for r in rows if r['symbol_status'] == 'no_file') in open('$d/down.err').read()"
+	local refused_ms=$took
+	json_check "$d/down.json" "any(r['comm'] == 'prog' and r['build_id'] == '$ID1' for r in rows)"
+	json_check "$d/down.json" "all(r['symbol'].startswith('[unknown ${ID1:0:12}]+0x') and r['symbol_status'] == 'no_file' for r in rows if r['build_id'] == '$ID1')"
+	# A server that accepts and never answers: libdebuginfod's timeout
+	# (DEBUGINFOD_TIMEOUT) bounds it, and it too is one line.
+	nsenter --net="/proc/$NETNS_PID/ns/net" python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8003)); s.listen(16)
+open(sys.argv[1], "w").close()
+time.sleep(3600)' "$d/listening" &
+	DBGD_PIDS+=("$!")
+	local i
+	for ((i = 0; i < 200; i++)); do [ -e "$d/listening" ] && break; sleep 0.05; done
+	[ -e "$d/listening" ] || fail "the silent server did not start within 10 s"
+	rc=0
+	start=$(date +%s%N)
+	in_ns env HOME="$d/home" DEBUGINFOD_URLS=http://127.0.0.1:8003 DEBUGINFOD_TIMEOUT=2 \
+		"$READER_BIN" report -i "$d/rec.data" --format json >"$d/silent.json" 2>"$d/silent.err" || rc=$?
+	took=$(( ($(date +%s%N) - start) / 1000000 ))
+	cat "$d/silent.err"
+	[ $rc -eq 0 ] || fail "report exited $rc"
+	[ "$(wc -l <"$d/silent.err")" = 1 ] && grep -q "^mmap3-reader: warning: debuginfod: " "$d/silent.err" ||
+		fail "want exactly one warning line"
+	[ $took -lt 30000 ] || fail "a silent server took $took ms with DEBUGINFOD_TIMEOUT=2"
+	json_check "$d/silent.json" "all(r['symbol_status'] == 'no_file' for r in rows if r['build_id'] == '$ID1')"
+	echo "NOTE: one warning each: closed port, report in $refused_ms ms; silent server, $took ms (DEBUGINFOD_TIMEOUT=2)"
+}
+
+t_debuginfod_wrong_file_is_refused() {
+	local d rc=0
+	d=$(dbgd_lost_v1 dbgd_wrong)
+	# A server that answers v1's build-id with v2's library.
+	mkdir -p "$d/www/buildid/$ID1"
+	cp "$W/v2.so" "$d/www/buildid/$ID1/executable"
+	cp "$W/v2.so" "$d/www/buildid/$ID1/debuginfo"
+	netns_start
+	nsenter --net="/proc/$NETNS_PID/ns/net" python3 -m http.server --bind 127.0.0.1 --directory "$d/www" 8004 >"$d/www.log" 2>&1 &
+	DBGD_PIDS+=("$!")
+	wait_http "http://127.0.0.1:8004/buildid/$ID1/executable" 30
+	in_ns env HOME="$d/home" DEBUGINFOD_URLS=http://127.0.0.1:8004 \
+		"$READER_BIN" report -i "$d/rec.data" --format json >"$d/wrong.json" 2>"$d/wrong.err" || rc=$?
+	cat "$d/wrong.err"
+	[ $rc -eq 0 ] || fail "report exited $rc"
+	[ "$(wc -l <"$d/wrong.err")" = 1 ] || fail "want exactly one line on stderr"
+	grep -q "^mmap3-reader: warning: debuginfod: http://127.0.0.1:8004.* sent a file with build-id $ID2 as the executable of $ID1; not used" "$d/wrong.err" ||
+		fail "the refusal is not said"
+	json_check "$d/wrong.json" "any(r['comm'] == 'prog' and r['build_id'] == '$ID1' for r in rows)"
+	json_check "$d/wrong.json" "not find('e2e_v2_hot') and all(r['symbol_status'] == 'no_file' for r in rows if r['build_id'] == '$ID1')"
+	[ ! -e "$d/home/.debug/.build-id/${ID1:0:2}/${ID1:2}" ] || fail "the wrong file was kept in the cache"
+	! find "$d/home/.cache" -type f \( -name executable -o -name debuginfo \) -size +0 2>/dev/null | grep -q . ||
+		fail "libdebuginfod's copy of the wrong file was kept"
+}
+
 t_permission_error_names_paranoid() {
 	[ "$(id -u)" = 0 ] && command -v setpriv >/dev/null || skip "needs root and setpriv to drop privileges"
 	local paranoid
@@ -1088,7 +1304,9 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_hidden_kallsyms_gives_no_kernel_symbols
        t_startup_with_many_processes_drains_meanwhile t_startup_remap_before_the_read
        t_ctrl_c_drains_and_writes t_control_stop_ends_the_capture t_command_exit_status_is_passed_on t_errors_are_clear
-       t_buildid_cache_is_safe_and_bounded t_permission_error_names_paranoid)
+       t_buildid_cache_is_safe_and_bounded t_debuginfod_serves_the_cache_to_a_fresh_home
+       t_debuginfod_unreachable_is_bounded_and_said_once t_debuginfod_wrong_file_is_refused
+       t_permission_error_names_paranoid)
 if [ -n "${E2E_ONLY:-}" ]; then
 	only=()
 	for t in "${tests[@]}"; do [[ ${t#t_} =~ $E2E_ONLY ]] && only+=("$t"); done

@@ -91,6 +91,33 @@ TEST(ReportTest, JsonFollowsTheDocumentedSchema) {
   EXPECT_EQ(j["rows"][1]["symbol_status"], "no_build_id");
 }
 
+TEST(ReportTest, SymbolFilesFromDebuginfodAreSaidInTextAndJson) {
+  ReportModel m = Model();
+  const BuildId id = *BuildId::FromHex("0123456789abcdef0123456789abcdef01234567");
+  const BuildId other = *BuildId::FromHex("89abcdef0123456789abcdef0123456789abcdef");
+  m.symbol_files = {{id, "/usr/lib/libfoo.so.1", "/c/.build-id/01/23/elf", SymbolSource::kDebuginfod},
+                    {other, "/usr/bin/app", "/usr/bin/app", SymbolSource::kRecordedPath}};
+  std::ostringstream text;
+  WriteTextReport(m, text);
+  EXPECT_NE(text.str().find("\n# symbols from debuginfod (DEBUGINFOD_URLS): libfoo.so.1 (0123456789ab)\n"),
+            std::string::npos)
+      << text.str();
+  std::ostringstream out;
+  WriteJsonReport(m, out);
+  auto j = nlohmann::json::parse(out.str());
+  const auto& files = j["capture"]["symbol_files"];
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0]["source"], "debuginfod");
+  EXPECT_EQ(files[0]["build_id"], id.Hex());
+  EXPECT_EQ(files[0]["file"], "/c/.build-id/01/23/elf");
+  EXPECT_EQ(files[1]["source"], "recorded_path");
+  // Without one from debuginfod, no line.
+  m.symbol_files.erase(m.symbol_files.begin());
+  std::ostringstream plain;
+  WriteTextReport(m, plain);
+  EXPECT_EQ(plain.str().find("debuginfod"), std::string::npos);
+}
+
 TEST(ReportTest, JsonSurvivesNonUtf8Paths) {
   ReportModel m = Model();
   m.rows[0].path = "/tmp/\xff\xfe.so";
