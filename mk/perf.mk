@@ -36,3 +36,11 @@ perf: deps $(if $(filter $(KSRC),$(PERF_SRC)),kernel-source)
 
 perf-clean:
 	rm -rf $(PERF_OBJ)
+
+# Not part of make test yet (a guest boot, a reader capture and several perf
+# runs under TCG).
+perf-test: deps
+	@$(MAKE) -s perf $(BZIMAGE) $(VM_INITRAMFS)
+	@nice -n 19 cmake --build $(READER_BUILD) -j$(READER_JOBS) --target mmap3-reader >/dev/null || \
+		$(MAKE) -s reader
+	@PERF_BIN=$(PERF_BIN) READER_BIN=$(READER_BIN) BZIMAGE=$(BZIMAGE) $(TOP)/scripts/test/perf-mmap3
