@@ -17,5 +17,6 @@ include $(TOP)/mk/kernel.mk
 include $(TOP)/mk/vm.mk
 include $(TOP)/mk/selftests.mk
 include $(TOP)/mk/reader.mk
+include $(TOP)/mk/perf.mk
 include $(TOP)/mk/bench.mk
 include $(TOP)/mk/top.mk

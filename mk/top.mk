@@ -15,6 +15,8 @@ help:
 	@echo "make vm-run CMD=.. run a command in the patched guest"
 	@echo "make vm-test       selftests and KUnit in the patched guest"
 	@echo "make reader        build/reader/mmap3-reader"
+	@echo "make perf          build/perf/perf: perf of the patched tree (reads MMAP3)"
+	@echo "make perf-test     that perf on an MMAP3 capture of the replace scenario"
 	@echo "make checkpatch    scripts/checkpatch.pl --strict on kernel-patches/"
 	@echo "make check-series  checkpatch, and build the tree after each patch"
 

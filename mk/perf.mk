@@ -1,0 +1,45 @@
+# perf from the patched source tree (build/kernel/src, the whole series
+# applied, tools/perf patches included), built out of tree.
+#
+#   make perf         build/perf/perf
+#   make perf-test    the replace-during-profile scenario recorded with
+#                     mmap3-reader in the patched guest (MMAP3 records), then
+#                     read by this perf with no inject step; Debian's perf on
+#                     the same file is checked to get it wrong
+#
+# The build is kept to what reading and recording need: libelf (symbols,
+# build IDs) and zlib; no scripting, TUI/GTK, DWARF unwinding, BPF, libnuma,
+# libcrypto, babeltrace, zstd/lzma, libcap, JVMTI, SDT or the PMU event
+# tables.  It runs niced with at most PERF_JOBS (2) jobs: the machine's other
+# test runs are timed.  PERF_SRC=<a tools tree> builds another tree (a
+# development worktree) into PERF_OBJ.
+
+PERF_SRC  ?= $(KSRC)
+PERF_OBJ  ?= $(BUILD)/perf
+PERF_BIN  := $(PERF_OBJ)/perf
+PERF_JOBS ?= $(shell n=$(NPROC); echo $$(( n < 2 ? n : 2 )))
+PERF_FEATURES_OFF := NO_LIBPYTHON=1 NO_LIBPERL=1 NO_SLANG=1 NO_GTK2=1 \
+	NO_LIBUNWIND=1 NO_LIBDW_DWARF_UNWIND=1 NO_DWARF=1 NO_LIBBPF=1 \
+	NO_LIBAUDIT=1 NO_LIBNUMA=1 NO_LIBCRYPTO=1 NO_LIBBABELTRACE=1 \
+	NO_LIBZSTD=1 NO_LZMA=1 NO_LIBCAP=1 NO_JVMTI=1 NO_SDT=1 \
+	NO_LIBDEBUGINFOD=1 NO_LIBPFM4=1 NO_JEVENTS=1 NO_DEMANGLE=1
+_perf_make = nice -n 19 $(MAKE) -s -j$(PERF_JOBS) -C $(PERF_SRC)/tools/perf \
+	O=$(PERF_OBJ) $(PERF_FEATURES_OFF) WERROR=1
+
+.PHONY: perf perf-test perf-clean
+
+# kernel-source only when building the series' own tree
+perf: deps $(if $(filter $(KSRC),$(PERF_SRC)),kernel-source)
+	@mkdir -p $(PERF_OBJ)
+	+@$(_perf_make)
+	@echo "perf: $(PERF_BIN) ($$($(PERF_BIN) version))"
+
+perf-clean:
+	rm -rf $(PERF_OBJ)
+
+# Not part of make test yet (a guest boot, a reader capture and several perf
+# runs under TCG).
+perf-test: deps $(READER_BUILD)/CMakeCache.txt
+	@$(MAKE) -s perf $(BZIMAGE) $(VM_INITRAMFS)
+	@nice -n 19 cmake --build $(READER_BUILD) -j$(READER_JOBS) --target mmap3-reader >/dev/null
+	@PERF_BIN=$(PERF_BIN) READER_BIN=$(READER_BIN) BZIMAGE=$(BZIMAGE) $(TOP)/scripts/test/perf-mmap3
