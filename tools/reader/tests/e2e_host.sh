@@ -294,8 +294,10 @@ t_report_controls_match_perf() {
 		"--no-children --symbols e2e_main_hot,e2e_v1_hot --percentage relative"
 	vs_perf comm,dso,sym "--children" "--children --sort comm,dso,sym" children
 	vs_perf comm,dso,sym "--children --percent-limit 5" "--children --percent-limit 5" children
-	# The cumulative overhead of the callers, not only of the leaves.
-	json_check "$W/ctl.json" "any(r['symbol'] == 'main' and r['samples'] == 0 and r['children_percent'] > 90 for r in rows)"
+	# The cumulative overhead of the callers, not only of the leaves: main
+	# is under nearly every sample and the leaf of few (a sample may land
+	# in main itself; 1 of 1,604 did once).
+	json_check "$W/ctl.json" "any(r['symbol'] == 'main' and r['children_percent'] > 90 and r['children_percent'] - r['percent'] > 80 for r in rows)"
 	# A filter nothing passes: perf's empty table and exit 0, and a line saying so.
 	"$READER_BIN" report -i "$W/ctl.data" --comms nosuch >"$W/none.txt" 2>"$W/none.err" ||
 		fail "exit $? for a filter nothing passes"
