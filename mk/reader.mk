@@ -111,7 +111,9 @@ reader-e2e-host: reader
 # One boot per kernel; the guest's / is the host's, read-only, so the work
 # directory is in the guest's /tmp.  Both runs always happen; the target
 # fails if either had a failure (each ends with a GoogleTest-style summary).
-READER_E2E_VM_TIMEOUT ?= 600
+# Bounds a hung guest, not the suite's pace: the suite takes 8-10 min alone
+# under TCG and more beside make test's debug lane (600 s was hit there).
+READER_E2E_VM_TIMEOUT ?= 2400
 _reader_e2e_vm = $(VM_RUN) --timeout $(READER_E2E_VM_TIMEOUT) $(1) \
 	--env READER_BIN=$(READER_BIN) --env WORK_DIR=/tmp/reader-e2e \
 	--env E2E_EXPECT_MODE=$(2) --env E2E_SUITE=$(3) -- $(READER_SRC)/tests/e2e_host.sh
