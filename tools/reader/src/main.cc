@@ -28,6 +28,13 @@
 
 namespace {
 
+// report and script ask the servers in DEBUGINFOD_URLS for files no local
+// copy has, and say on stderr when a server fails them.
+void AskDebuginfod(mmap3::ReportOptions& opts) {
+  if (const char* urls = std::getenv("DEBUGINFOD_URLS")) opts.debuginfod_urls = urls;
+  opts.on_warning = [](const std::string& m) { fmt::print(stderr, "mmap3-reader: warning: {}\n", m); };
+}
+
 using namespace mmap3;
 
 constexpr int kExitOk = 0;
@@ -442,8 +449,7 @@ int Main(int argc, char** argv) {
     opts.input = input;
     opts.cache_dir = cache_dir;
     opts.callchains = report_callchains;
-    if (const char* urls = std::getenv("DEBUGINFOD_URLS")) opts.debuginfod_urls = urls;
-    opts.on_warning = [](const std::string& m) { fmt::print(stderr, "mmap3-reader: warning: {}\n", m); };
+    AskDebuginfod(opts);
     ReportControls& controls = opts.controls;
     if (!sort_keys.empty()) {
       std::string error;
@@ -519,8 +525,7 @@ int Main(int argc, char** argv) {
     opts.input = script_input;
     opts.cache_dir = cache_dir;
     opts.script = true;
-    if (const char* urls = std::getenv("DEBUGINFOD_URLS")) opts.debuginfod_urls = urls;
-    opts.on_warning = [](const std::string& m) { fmt::print(stderr, "mmap3-reader: warning: {}\n", m); };
+    AskDebuginfod(opts);
     auto model = RunReport(opts);
     if (!model.ok()) return Fail(model.status());
     WriteScript(*model, script_callchains, std::cout);
