@@ -5,6 +5,8 @@
 #   make vm-run CMD='uname -a; exit 3'     patched kernel (build/kernel)
 #   make vm-run-stock CMD='...'            unpatched baseline (build/kernel-stock)
 #   make vm-run VM_KERNEL=stock CMD='...'  the same
+#   make vm-run VM_KERNEL=distro CMD='...' Debian's own 6.1 kernel, unpatched
+#                                          (build/distro-kernel, fetched, not built)
 #
 # Settings: VM_TIMEOUT (s, default 900), VM_ACCEL (tcg; kvm hangs on some
 # hosts), VM_MEM (2G), VM_SMP (2), VM_CONSOLE=1 (show the kernel console),
@@ -30,7 +32,9 @@ VM_APPEND    ?=
 VM_9P_CACHE  ?= loose
 export VM_TIMEOUT VM_ACCEL VM_MEM VM_SMP VM_CONSOLE VM_APPEND VM_9P_CACHE VM_BUSYBOX
 
-.PHONY: initramfs vm-run vm-run-stock vm-clean
+DISTRO_KERNEL := $(BUILD)/distro-kernel/vmlinuz
+
+.PHONY: initramfs vm-run vm-run-stock vm-clean distro-kernel
 
 initramfs: $(VM_INITRAMFS)
 
@@ -38,6 +42,16 @@ initramfs: $(VM_INITRAMFS)
 # "no rule to make target")
 $(VM_INITRAMFS): $(TOP)/scripts/vm/init $(TOP)/scripts/vm/mkinitramfs $(wildcard $(VM_BUSYBOX))
 	@$(TOP)/scripts/vm/mkinitramfs $@ $(VM_BUSYBOX)
+
+# Debian's linux-image of linux-source-6.1's version, from the package
+# archive (scripts/vm/distro-kernel): the stock kernel of the reader's
+# stock-guest tests, with no build.  The script does nothing when the
+# unpacked copy is of that version already.
+distro-kernel: $(DISTRO_KERNEL)
+$(DISTRO_KERNEL): _distro-kernel-force
+	@$(TOP)/scripts/vm/distro-kernel $(BUILD)/distro-kernel
+_distro-kernel-force:
+.PHONY: _distro-kernel-force
 
 # The command goes through a file, never through the shell: $(value CMD) is
 # the text exactly as given, whatever quoting or $ it holds.
@@ -64,8 +78,9 @@ endef
 # Keep stdout for the guest command: the kernel build prerequisite runs make -s.
 vm-run vm-run-stock: _kernel_quiet := 1
 
-vm-run: $(if $(filter stock,$(VM_KERNEL)),$(KSTOCK_BZIMAGE),$(BZIMAGE)) $(VM_INITRAMFS)
-	$(call _vm_run,$(if $(filter stock,$(VM_KERNEL)),$(KSTOCK_BZIMAGE),$(BZIMAGE)))
+_vm_image = $(if $(filter stock,$(VM_KERNEL)),$(KSTOCK_BZIMAGE),$(if $(filter distro,$(VM_KERNEL)),$(DISTRO_KERNEL),$(BZIMAGE)))
+vm-run: $(_vm_image) $(VM_INITRAMFS)
+	$(call _vm_run,$(_vm_image))
 
 vm-run-stock: $(KSTOCK_BZIMAGE) $(VM_INITRAMFS)
 	$(call _vm_run,$(KSTOCK_BZIMAGE))
