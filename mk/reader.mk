@@ -48,9 +48,13 @@ $(READER_BUILD)/CMakeCache.txt: $(READER_SRC)/CMakeLists.txt
 	cmake -S $(READER_SRC) -B $(READER_BUILD) -DCMAKE_BUILD_TYPE=Release \
 		-DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG"
 
+# -O0 -g1: the sanitizers check the same at -O0, and line tables are all
+# their reports need.  Measured side by side (clean build, 2 jobs): -O1 -g
+# 866 s of CPU, -O1 -g1 642 s, -O0 -g1 351 s; the suite then runs 79 s
+# instead of 41 s: about 3.5 min less in all.
 $(READER_ASAN_BUILD)/CMakeCache.txt: $(READER_SRC)/CMakeLists.txt
 	cmake -S $(READER_SRC) -B $(READER_ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
-		-DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DMMAP3_READER_SANITIZE=ON
+		-DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" -DMMAP3_READER_SANITIZE=ON
 
 reader: $(READER_BUILD)/CMakeCache.txt
 	cmake --build $(READER_BUILD) -j$(READER_JOBS)
@@ -69,11 +73,11 @@ reader-test: reader reader-asan
 	exit $$rc
 
 # The fuzzers are built by clang (libFuzzer) with everything instrumented;
-# -O1 -g for readable sanitizer reports.
+# -O1 for the fuzzers' pace, line tables for readable sanitizer reports.
 $(READER_FUZZ_BUILD)/CMakeCache.txt: $(READER_SRC)/CMakeLists.txt
 	CC=clang CXX=clang++ cmake -S $(READER_SRC) -B $(READER_FUZZ_BUILD) \
-		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-		-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DMMAP3_READER_FUZZ=ON -DMMAP3_READER_TESTS=OFF
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+		-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DMMAP3_READER_FUZZ=ON -DMMAP3_READER_TESTS=OFF
 
 reader-fuzz: $(READER_FUZZ_BUILD)/CMakeCache.txt
 	cmake --build $(READER_FUZZ_BUILD) -j$(READER_JOBS) --target mmap3_fuzz_perf_data \
