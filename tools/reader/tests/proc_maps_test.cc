@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -167,7 +168,16 @@ TEST(ProcMapsTest, ThreadsOfAProcessAreListedUnderIt) {
     EXPECT_TRUE(IsThreadOf(getpid(), tid));
     EXPECT_FALSE(IsThreadOf(1, tid));
   }
-  EXPECT_FALSE(IsThreadOf(getpid(), tid));  // joined
+  // join() returns when the thread's exit clears its tid (CLONE_CHILD_CLEARTID),
+  // which the kernel does before it unlists the thread from /proc/PID/task:
+  // wait for that state (seen failing in a fresh-clone run that checked once).
+  bool gone = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !gone && std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(1))) {
+    gone = !IsThreadOf(getpid(), tid);
+  }
+  EXPECT_TRUE(gone) << "thread " << tid << " still listed 30 s after it was joined";
 }
 
 TEST(CaptureHelpersTest, ParsesCpuLists) {
