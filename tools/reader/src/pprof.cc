@@ -18,12 +18,74 @@ namespace {
 
 namespace pb = perftools::profiles;
 
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF), or 0.
+size_t Utf8SequenceAt(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xbf;  // the second byte's range
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+  return n;
+}
+
+}  // namespace
+
+// profile.proto's strings are proto3 strings, which must be UTF-8 (strict
+// decoders refuse the file otherwise), and file names and comms are bytes.
+// A string that is not UTF-8 has each stray byte written as \xNN and each
+// backslash as \\, so two names that differ stay two names (pprof merges
+// functions of one name).
+std::string PprofString(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t n = Utf8SequenceAt(s, i);
+    if (n == 0) break;
+    i += n;
+  }
+  if (i == s.size()) return s;
+  std::string out;
+  for (i = 0; i < s.size();) {
+    size_t n = Utf8SequenceAt(s, i);
+    if (n == 0) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
+      i += 1;
+    } else if (s[i] == '\\') {
+      out += "\\\\";
+      i += 1;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+namespace {
+
 // profile.proto keeps every string once, in string_table; fields hold
 // indices, and index 0 is "".
 class StringTable {
  public:
   explicit StringTable(pb::Profile* profile) : profile_(profile) { Index(""); }
-  int64_t Index(const std::string& s) {
+  int64_t Index(const std::string& raw) {
+    std::string s = PprofString(raw);
     auto [it, inserted] = index_.try_emplace(s, static_cast<int64_t>(index_.size()));
     if (inserted) profile_->add_string_table(s);
     return it->second;

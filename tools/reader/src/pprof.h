@@ -35,6 +35,11 @@
 namespace mmap3 {
 
 // The serialized profile.proto, uncompressed (for tests).
+// s as profile.proto's string_table holds it: unchanged if it is UTF-8,
+// else with each byte that is not part of a UTF-8 sequence written \xNN and
+// each backslash \\.
+std::string PprofString(const std::string& s);
+
 std::string EncodePprofProto(const ReportModel& model);
 
 // EncodePprofProto() gzipped: the bytes of a .pb.gz file.

@@ -518,6 +518,40 @@ TEST(PprofEncodeTest, AMappingWithoutBuildIdHasNoneAndSymbolsOnlyWhereFound) {
   EXPECT_EQ(p.function_size(), 0);
 }
 
+TEST(PprofEncodeTest, StringsThatAreNotUtf8AreEscapedAndStayDistinct) {
+  // UTF-8 passes unchanged, backslashes included.
+  for (const std::string ok : {"", "malloc", "/usr/lib/caf\xc3\xa9.so", "\xf0\x9f\x94\xa5",
+                               "\xef\xbf\xbf", "a\\b"})
+    EXPECT_EQ(PprofString(ok), ok);
+  // Overlong, surrogate, above U+10FFFF, truncated, stray continuation.
+  EXPECT_EQ(PprofString("a\xc0\xaf"), "a\\xc0\\xaf");
+  EXPECT_EQ(PprofString("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+  EXPECT_EQ(PprofString("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");
+  EXPECT_EQ(PprofString("x\xe2\x82"), "x\\xe2\\x82");
+  EXPECT_EQ(PprofString("\x80\xc3\xa9"), "\\x80\xc3\xa9");
+  // Once escaping, a backslash is escaped too: "\\xff" (text) and "\xff"
+  // (a byte) in one name with another stray byte do not meet.
+  EXPECT_NE(PprofString("\\xff\xfe"), PprofString("\xff\xfe"));
+
+  ReportModel m;
+  m.frame_mappings.push_back({0x1000, 0x2000, 0, "/tmp/lib\xff.so", BuildId(),
+                              BuildIdSource::kNone, false, false});
+  m.frame_locations.push_back({1, 0x1010, "f\xfe", SymbolStatus::kFound});
+  m.frame_locations.push_back({1, 0x1020, "f\xff", SymbolStatus::kFound});
+  m.frame_stacks.push_back({"comm\xff", {0}, 3, 3});
+  m.frame_stacks.push_back({"comm\xff", {1}, 1, 1});
+  m.samples = m.period = 4;
+  auto bytes = EncodePprof(m);
+  ASSERT_TRUE(bytes.ok());
+  pb::Profile p = Decode(*bytes);
+  for (const std::string& s : p.string_table()) EXPECT_EQ(PprofString(s), s) << s;
+  ASSERT_EQ(p.mapping_size(), 1);
+  EXPECT_EQ(p.string_table(p.mapping(0).filename()), "/tmp/lib\\xff.so");
+  std::set<std::string> names;
+  for (const auto& f : p.function()) names.insert(p.string_table(f.name()));
+  EXPECT_EQ(names, (std::set<std::string>{"f\\xfe", "f\\xff"}));
+}
+
 perf_event_attr Attr(uint32_t type, uint64_t config, bool freq, uint64_t period_or_freq,
                      uint64_t sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_PERIOD) {
   perf_event_attr a{};
