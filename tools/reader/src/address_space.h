@@ -39,7 +39,7 @@ const char* BuildIdSourceName(BuildIdSource source);
 enum class SymbolStatus : uint8_t {
   kFound,      // a symbol of a file whose build-id is the mapping's
   kNoSymbol,   // such a file was found, but no symbol covers the offset
-               // (stripped of .symtab, or PLT, padding, data)
+               // (stripped of .symtab, a PLT header, padding, data)
   kNoFile,     // no usable file with the mapping's build-id was found
   kNoBuildId,  // the mapping has no build-id: no file can be trusted
   kNoMapping,  // the address is in no known mapping

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "files.h"
@@ -157,6 +159,73 @@ static uint64_t SizeWithinSection(Elf* elf, const GElf_Sym& sym) {
   return sh.sh_addr + sh.sh_size - sym.st_value;
 }
 
+// x86-64 PLT stubs ("f@plt"), named as objdump names them.  A stub is an
+// indirect jump through a GOT slot, `jmp *disp(%rip)` (ff 25 disp32), at the
+// start of its entry or after `endbr64` and a `bnd` prefix (the .plt.sec
+// and .plt.got entries of IBT-enabled files).  The slot's dynamic
+// relocation (R_X86_64_JUMP_SLOT or R_X86_64_GLOB_DAT) names the function.
+// An entry that is not such a jump (the lazy-binding header, the `push;
+// jmp` halves of an IBT .plt) or whose slot has no named relocation gets
+// no symbol: it is not guessed from its position.  Other machines get none.
+static void AddPltSymbols(Elf* elf, std::vector<ElfSymbol>* out) {
+  constexpr uint32_t kJumpSlot = 7, kGlobDat = 6;  // R_X86_64_*
+  GElf_Ehdr eh;
+  size_t shstrndx = 0;
+  if (gelf_getehdr(elf, &eh) == nullptr || eh.e_machine != EM_X86_64 ||
+      gelf_getclass(elf) != ELFCLASS64 || elf_getshdrstrndx(elf, &shstrndx) != 0)
+    return;
+  std::unordered_map<uint64_t, std::string> slot_names;
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr sh, symsh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_RELA || sh.sh_entsize == 0) continue;
+    Elf_Scn* symscn = elf_getscn(elf, sh.sh_link);
+    if (symscn == nullptr || gelf_getshdr(symscn, &symsh) == nullptr ||
+        symsh.sh_type != SHT_DYNSYM)
+      continue;
+    Elf_Data* rel = elf_getdata(scn, nullptr);
+    Elf_Data* syms = elf_getdata(symscn, nullptr);
+    if (rel == nullptr || syms == nullptr) continue;
+    for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; ++i) {
+      GElf_Rela r;
+      GElf_Sym sym;
+      if (gelf_getrela(rel, static_cast<int>(i), &r) == nullptr) break;
+      const uint64_t type = GELF_R_TYPE(r.r_info), index = GELF_R_SYM(r.r_info);
+      if ((type != kJumpSlot && type != kGlobDat) || index == 0 ||
+          gelf_getsym(syms, static_cast<int>(index), &sym) == nullptr)
+        continue;
+      const char* name = elf_strptr(elf, symsh.sh_link, sym.st_name);
+      if (name != nullptr && *name != '\0') slot_names.emplace(r.r_offset, name);
+    }
+  }
+  if (slot_names.empty()) return;
+  scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_PROGBITS ||
+        !(sh.sh_flags & SHF_EXECINSTR) || (sh.sh_entsize != 8 && sh.sh_entsize != 16))
+      continue;
+    const char* secname = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (secname == nullptr || std::strncmp(secname, ".plt", 4) != 0) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr || data->d_buf == nullptr) continue;
+    const auto* bytes = static_cast<const unsigned char*>(data->d_buf);
+    const size_t size = std::min<size_t>(data->d_size, sh.sh_size);
+    for (size_t off = 0; off + sh.sh_entsize <= size; off += sh.sh_entsize) {
+      const unsigned char* e = bytes + off;
+      size_t pos = 0;
+      if (sh.sh_entsize >= 4 && std::memcmp(e, "\xf3\x0f\x1e\xfa", 4) == 0) pos = 4;  // endbr64
+      if (e[pos] == 0xf2) ++pos;                                                   // bnd
+      if (pos + 6 > sh.sh_entsize || e[pos] != 0xff || e[pos + 1] != 0x25) continue;
+      int32_t disp;
+      std::memcpy(&disp, e + pos + 2, sizeof(disp));
+      const uint64_t slot = sh.sh_addr + off + pos + 6 + static_cast<uint64_t>(int64_t{disp});
+      auto it = slot_names.find(slot);
+      if (it != slot_names.end()) out->push_back({sh.sh_addr + off, sh.sh_entsize, it->second + "@plt"});
+    }
+  }
+}
+
 std::vector<ElfSymbol> ElfFile::ReadSymbols() const {
   std::vector<ElfSymbol> out;
   for (Elf64_Word wanted : {SHT_SYMTAB, SHT_DYNSYM}) {
@@ -180,7 +249,9 @@ std::vector<ElfSymbol> ElfFile::ReadSymbols() const {
       }
     }
   }
-  // Stable: .symtab entries come first and win ties with .dynsym.
+  AddPltSymbols(elf_, &out);
+  // Stable: .symtab entries come first and win ties with .dynsym, and both
+  // with the PLT stubs.
   std::stable_sort(out.begin(), out.end(),
                    [](const ElfSymbol& a, const ElfSymbol& b) { return a.addr < b.addr; });
   out.erase(std::unique(out.begin(), out.end(),

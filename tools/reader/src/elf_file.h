@@ -49,7 +49,8 @@ class ElfFile {
   const std::vector<LoadSegment>& loads() const { return loads_; }
   // Maps a file offset inside a PT_LOAD segment to its virtual address.
   std::optional<uint64_t> FileOffsetToVaddr(uint64_t offset) const;
-  // Function symbols from .symtab and .dynsym, sorted by address, duplicates
+  // Function symbols from .symtab and .dynsym, and x86-64 PLT stubs named
+  // "f@plt" from their GOT slot's relocation, sorted by address, duplicates
   // (same address) collapsed to the first name seen in .symtab.
   std::vector<ElfSymbol> ReadSymbols() const;
   // True if the file has a full symbol table (.symtab), not just .dynsym.

@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <set>
+#include <string_view>
 
 #include "dso_store.h"
 #include "fixtures.h"
@@ -158,9 +161,80 @@ TEST(ElfFileTest, ASymbolWithoutASizeEndsWithItsSection) {
   const ElfSymbol* at_init = table.Find(init_addr + init_size - 1);
   ASSERT_NE(at_init, nullptr);
   EXPECT_EQ(at_init->name, "_init");
+  // The PLT's header has no symbol; its stubs have their own ("puts@plt").
+  EXPECT_EQ(table.Find(plt_addr), nullptr);
   for (uint64_t a = plt_addr; a < plt_addr + plt_size; a += 4) {
     const ElfSymbol* s = table.Find(a);
-    EXPECT_EQ(s, nullptr) << "0x" << std::hex << a << " in .plt put on " << s->name;
+    if (s == nullptr) continue;
+    EXPECT_TRUE(s->name.ends_with("@plt")) << "0x" << std::hex << a << " in .plt put on " << s->name;
+  }
+}
+
+// objdump's "<f@plt>:" labels, address and name: binutils' own reading of
+// the PLT, an independent oracle for ours.
+std::set<std::pair<uint64_t, std::string>> ObjdumpPltLabels(const std::string& file) {
+  std::set<std::pair<uint64_t, std::string>> out;
+  FILE* p = popen(("objdump -d --no-show-raw-insn '" + file + "' 2>/dev/null").c_str(), "r");
+  if (p == nullptr) return out;
+  char line[4096];
+  while (std::fgets(line, sizeof(line), p) != nullptr) {
+    unsigned long long addr = 0;
+    char name[1024];
+    if (std::sscanf(line, "%llx <%1023[^>]>:", &addr, name) == 2 &&
+        std::string_view(name).ends_with("@plt"))
+      out.emplace(addr, name);
+  }
+  pclose(p);
+  return out;
+}
+
+// Each way the linker lays out x86-64 stubs: lazy .plt, -z now, and the
+// IBT layouts where the stubs are in .plt.sec and .plt.got has 16-byte
+// entries.  __cxa_finalize is called through .plt.got, puts through .plt
+// (or .plt.sec); abort's address is taken too.  Names and addresses must
+// be objdump's, and the stubs must cover each of their bytes.
+TEST(ElfFileTest, PltStubsAreNamedAsObjdumpNamesThem) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "PLT stubs are named on x86-64 only";
+#endif
+  const char* source =
+      "#include <stdio.h>\n#include <stdlib.h>\n"
+      "void hot(void) { puts(\"x\"); }\nvoid *addr(void) { return (void *)abort; }\n"
+      "int main(void) { hot(); return addr() == 0; }\n";
+  const std::vector<std::string> layouts = {
+      "-shared -fPIC",
+      "-shared -fPIC -Wl,-z,now",
+      "-shared -fPIC -fcf-protection=full -Wl,-z,ibtplt",
+      "-shared -fPIC -fcf-protection=full -Wl,-z,ibt -Wl,-z,now",
+      "-no-pie",
+      "-pie -fPIE -fcf-protection=full -Wl,-z,ibtplt",
+  };
+  TempDir dir;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    SCOPED_TRACE(layouts[i]);
+    const std::string file = dir.File("plt" + std::to_string(i));
+    ASSERT_TRUE(testing::CompileC(source, file, layouts[i]));
+    const auto want = ObjdumpPltLabels(file);
+    ASSERT_FALSE(want.empty()) << "objdump names no stub in " << file;
+    auto elf = ElfFile::Open(file);
+    ASSERT_TRUE(elf.ok());
+    const auto syms = elf->ReadSymbols();
+    std::set<std::pair<uint64_t, std::string>> got;
+    for (const ElfSymbol& s : syms)
+      if (s.name.ends_with("@plt")) got.emplace(s.addr, s.name);
+    EXPECT_EQ(got, want);
+    EXPECT_NE(FindByName(syms, "puts@plt"), nullptr);
+    SymbolTable table(syms, elf->loads(), false);
+    for (const auto& [addr, name] : want) {
+      const ElfSymbol* s = FindByName(syms, name);
+      ASSERT_NE(s, nullptr) << name;
+      ASSERT_GE(s->size, 8u) << name;
+      for (uint64_t a = addr; a < addr + s->size; ++a) {
+        const ElfSymbol* at = table.Find(a);
+        ASSERT_NE(at, nullptr) << "0x" << std::hex << a;
+        EXPECT_EQ(at->name, name) << "0x" << std::hex << a;
+      }
+    }
   }
 }
 
