@@ -251,6 +251,7 @@ void Profile::OnSample(const SampleRecord& s) {
   // the call chain's first ip, when it is that same place, is not repeated.
   std::vector<Frame> addressed{leaf};
   std::vector<uint64_t> ips{s.ip};  // as recorded, for script
+  if (leaf.object != nullptr) exact_sites_.emplace(leaf.object, leaf.offset);
   if (s.callchain.empty()) {
     frames.emplace_back(leaf.object, leaf.offset);
   } else {
@@ -271,6 +272,7 @@ void Profile::OnSample(const SampleRecord& s) {
       }
       Frame f = Resolve(s.pid, interrupted_ip ? ip : ip - 1, context);
       frames.emplace_back(f.object, f.offset);
+      if (interrupted_ip && f.object != nullptr) exact_sites_.emplace(f.object, f.offset);
       // The chain starts at the sample's ip, already the leaf, unless the
       // kernel's part was left out (exclude_callchain_kernel, perf's
       // --user-callchains): then a kernel sample's chain starts at the user
@@ -394,9 +396,13 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
       if (!controls.Matches(comms_[key.first], leaf, *symbol.name, symbol.status)) continue;
     }
     std::string line = comms_[key.first];
-    for (const auto& [object, offset] : key.second) {
+    for (size_t i = 0; i < key.second.size(); ++i) {
+      const auto& [object, offset] = key.second[i];
+      const bool leaf = i + 1 == key.second.size();
       line += ';';
-      line += object != nullptr ? symbolizer.Symbolize(*Shown(object), offset) : "[unknown]";
+      line += object != nullptr ? symbolizer.Symbolize(*Shown(object),
+                                                       SymbolOffset(symbolizer, object, offset, leaf))
+                                : "[unknown]";
     }
     folded[line] += count;
   }
@@ -468,9 +474,11 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
       const Symbolizer::Symbol leaf_symbol = lookup(leaf, frames[0].second);
       if (!c.Matches(comms_[task], leaf, *leaf_symbol.name, leaf_symbol.status)) continue;
       seen.clear();
-      for (const auto& [frame_object, offset] : frames) {
+      for (size_t i = 0; i < frames.size(); ++i) {
+        const auto& [frame_object, offset] = frames[i];
         const MappedObject* object = frame_object != nullptr ? Shown(frame_object) : nullptr;
-        Group& g = group_of(task, object, lookup(object, offset));
+        Group& g = group_of(task, object,
+                            lookup(object, SymbolOffset(symbolizer, frame_object, offset, i == 0)));
         if (std::find(seen.begin(), seen.end(), &g) != seen.end()) continue;
         seen.push_back(&g);
         g.children_period += sums.period;
@@ -529,6 +537,13 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
   });
 }
 
+uint64_t Profile::SymbolOffset(Symbolizer& symbolizer, const MappedObject* object,
+                               uint64_t offset, bool leaf) const {
+  if (leaf || object == nullptr || exact_sites_.contains(std::make_pair(object, offset)))
+    return offset;
+  return symbolizer.CallerOffset(*Shown(object), offset);
+}
+
 void Profile::BuildScript(Symbolizer& symbolizer, ReportModel& model) const {
   static const std::string kUnknown = "[unknown]";
   std::map<std::tuple<const MappedObject*, uint64_t, uint64_t>, uint32_t> ids;
@@ -552,13 +567,15 @@ void Profile::BuildScript(Symbolizer& symbolizer, ReportModel& model) const {
           l.symbol = kUnknown;
           l.path = kUnknown;
         } else {
-          const Symbolizer::Symbol& symbol = symbolizer.Lookup(*object, f.offset);
+          const uint64_t offset = SymbolOffset(symbolizer, f.object, f.offset, i == 0);
+          const Symbolizer::Symbol& symbol = symbolizer.Lookup(*object, offset);
           l.symbol = *symbol.name;
           l.status = symbol.status;
           // A return address was looked up one byte back, in the call;
           // its offset is the recorded address's, as perf prints it.
           if (symbol.status == SymbolStatus::kFound)
-            l.symbol_offset = symbolizer.OffsetInSymbol(*object, f.offset) + (k.ips[i] - f.address);
+            l.symbol_offset = symbolizer.OffsetInSymbol(*object, offset) + (k.ips[i] - f.address) -
+                              (offset - f.offset);
           l.path = object->path;
           l.build_id = object->build_id;
           l.source = object->source;
@@ -627,7 +644,9 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
         l.address = f.address;
         static const std::string kUnknown = "[unknown]";
         Symbolizer::Symbol symbol{&kUnknown, SymbolStatus::kNoMapping};
-        if (object != nullptr) symbol = symbolizer.Lookup(*object, f.offset);
+        if (object != nullptr)
+          symbol = symbolizer.Lookup(*object,
+                                     SymbolOffset(symbolizer, f.object, f.offset, &f == &key.second.front()));
         l.symbol = *symbol.name;
         l.status = symbol.status;
         if (mapping != 0 && l.status == SymbolStatus::kFound) mappings[mapping - 1].has_symbols = true;

@@ -51,6 +51,16 @@ uint64_t Symbolizer::OffsetInSymbol(const MappedObject& object, uint64_t offset)
   return sym != nullptr && *addr >= sym->addr ? *addr - sym->addr : 0;
 }
 
+uint64_t Symbolizer::CallerOffset(const MappedObject& object, uint64_t offset) {
+  const Symbol& at = Lookup(object, offset);
+  if (at.status != SymbolStatus::kFound ||
+      !(at.name->starts_with("__pfx_") || at.name->starts_with("__cfi_")))
+    return offset;
+  const Symbol& next = Lookup(object, offset + 1);
+  if (next.status != SymbolStatus::kFound || OffsetInSymbol(object, offset + 1) != 0) return offset;
+  return offset + 1;
+}
+
 bool Symbolizer::HasSymbols(const MappedObject& object) { return TableFor(object) != nullptr; }
 
 const Symbolizer::Symbol& Symbolizer::Lookup(const MappedObject& object, uint64_t offset) {

@@ -47,6 +47,14 @@ class Symbolizer {
   const std::string& Symbolize(const MappedObject& object, uint64_t offset) {
     return *Lookup(object, offset).name;
   }
+  // For a return address, looked up one byte back, in its call: `offset`
+  // is that byte.  No call is ever in a function's padding ("__pfx_f",
+  // "__cfi_f": the kernel's call padding and CFI preambles), so when that
+  // byte is padding and a symbol starts at the next one, the address was
+  // not a return address but an interrupted context's ip, at the first
+  // instruction of that function (the kernel's unwinder puts those in a
+  // call chain unmarked): returns offset + 1 then, else `offset`.
+  uint64_t CallerOffset(const MappedObject& object, uint64_t offset);
   // How far `offset` is into the symbol Lookup() found there (0 if none).
   uint64_t OffsetInSymbol(const MappedObject& object, uint64_t offset);
   // True if a file with the object's build-id gave a symbol table.

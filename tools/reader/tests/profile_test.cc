@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -461,6 +462,81 @@ TEST_F(KernelAttributionTest, AModuleWithOtherCodeInItsPlaceGetsNoSymbols) {
   EXPECT_EQ(m.mappings[1].source, BuildIdSource::kNone);
   // The image is not a module.
   EXPECT_EQ(Row(m, "[kernel.kallsyms]", 3)->build_id, Id(kIdV3));
+}
+
+// A kernel chain with an interrupt in it: the unwinder gives the
+// interrupted context's ip unmarked, among the return addresses.  Here a
+// timer interrupt hit entered_fn's first instruction, after its call
+// padding __pfx_entered_fn: one byte back is padding, where no call is,
+// so the frame is entered_fn.  A return address just after a noreturn
+// call that ends noreturn_caller is still noreturn_caller's, not
+// next_fn's: one byte back is a function, not padding.
+TEST(ProfileTest, AnInterruptedIpAtAFunctionsStartIsThatFunctionsNotItsPadding) {
+  constexpr uint64_t kText = 0xffffffff81000000;
+  TempDir dir;
+  SymbolSearch s;
+  s.debug_dir = "";
+  s.kernel_notes = dir.File("notes");
+  s.kallsyms = dir.File("kallsyms");
+  s.modules_dir = "";
+  testing::WriteFile(s.kernel_notes, testing::BuildIdNotes(Id(kIdV3)));
+  testing::WriteFile(s.kallsyms, fmt::format("{:016x} T _stext\n{:016x} T _text\n"
+                                             "{:016x} T caller_fn\n"
+                                             "{:016x} t __pfx_entered_fn\n{:016x} T entered_fn\n"
+                                             "{:016x} T noreturn_caller\n{:016x} T next_fn\n"
+                                             "{:016x} T irq_entry\n{:016x} T leaf_fn\n"
+                                             "{:016x} T _etext\n",
+                                             kText, kText, kText + 0x100, kText + 0x1f0,
+                                             kText + 0x200, kText + 0x300, kText + 0x400,
+                                             kText + 0x480, kText + 0x500, kText + 0x2000));
+  ProfileOptions o;
+  o.kernel_build_id = Id(kIdV3);
+  o.callchains = true;
+  o.sample_frames = true;
+  o.script = true;
+  o.controls.children = true;
+  o.controls.sort = {SortKey::kSym};
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(KernelMmap("[kernel.kallsyms]_text", kText, 0x2000, kText, nullptr));
+  p.Process(Comm(5, "app", 1));
+  const uint64_t kernel = static_cast<uint64_t>(PERF_CONTEXT_KERNEL);
+  // leaf_fn <- irq_entry <- (interrupted) entered_fn+0 <- noreturn_caller
+  // (returns to next_fn+0) <- caller_fn.
+  p.Process(Sample(5, kText + 0x510, 2,
+                   {kernel, kText + 0x510, kText + 0x490, kText + 0x200, kText + 0x400,
+                    kText + 0x120},
+                   /*kernel=*/true));
+  // A leaf in leaf_fn whose chain returns into entered_fn (one byte back is
+  // entered_fn): unchanged.
+  p.Process(Sample(5, kText + 0x520, 3, {kernel, kText + 0x520, kText + 0x211}, true));
+  ReportModel m = ReportWith(p, s);
+  std::map<std::string, uint64_t> children;
+  for (const ReportRow& r : m.rows) children[r.symbol] = r.children_period;
+  EXPECT_EQ(children["entered_fn"], 2u);
+  EXPECT_EQ(children["noreturn_caller"], 1u);
+  EXPECT_EQ(children["caller_fn"], 1u);
+  EXPECT_EQ(children["leaf_fn"], 2u);
+  EXPECT_FALSE(children.contains("__pfx_entered_fn"));
+  EXPECT_FALSE(children.contains("next_fn"));
+  bool found = false;
+  for (const auto& st : m.stacks)
+    if (st.folded == "app;caller_fn;noreturn_caller;entered_fn;irq_entry;leaf_fn") found = true;
+  EXPECT_TRUE(found) << m.stacks[0].folded;
+  ASSERT_EQ(m.script.size(), 2u);
+  std::vector<std::string> frames;
+  for (uint32_t id : m.script[0].locations) {
+    const ScriptLocation& l = m.script_locations[id];
+    frames.push_back(fmt::format("{}+{:#x}", l.symbol, l.symbol_offset));
+  }
+  EXPECT_EQ(frames, (std::vector<std::string>{"leaf_fn+0x10", "irq_entry+0x10", "entered_fn+0x0",
+                                              "noreturn_caller+0x100", "caller_fn+0x20"}))
+      << "script prints the recorded address's offset";
+  std::set<std::string> frame_symbols;
+  for (const FrameLocation& l : m.frame_locations) frame_symbols.insert(l.symbol);
+  EXPECT_TRUE(frame_symbols.contains("entered_fn"));
+  EXPECT_FALSE(frame_symbols.contains("__pfx_entered_fn"));
+  EXPECT_FALSE(frame_symbols.contains("next_fn"));
 }
 
 TEST(ProfileTest, FoldedStacksRunFromOutermostToLeaf) {
