@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "utf8.h"
+
 namespace mmap3 {
 
 std::string DsoLabel(const std::string& path, const BuildId& id, BuildIdSource source) {
@@ -157,6 +159,18 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
   }
 }
 
+// File names, comms and symbols are bytes; JSON strings are UTF-8.  Each
+// string that is not is escaped (EscapeNonUtf8: \xNN, \\), never replaced
+// with U+FFFD, which would show two paths that differ as one.
+static void EscapeNonUtf8Strings(nlohmann::json& j) {
+  if (j.is_string()) {
+    std::string& s = j.get_ref<std::string&>();
+    s = EscapeNonUtf8(s);
+  } else if (j.is_structured()) {
+    for (nlohmann::json& v : j) EscapeNonUtf8Strings(v);
+  }
+}
+
 void WriteJsonReport(const ReportModel& m, std::ostream& out) {
   using nlohmann::json;
   json sources = json::object();
@@ -236,8 +250,8 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"symbol_files", symbol_files}}},
               {"controls", controls},
               {"rows", rows}};
-  // Replace invalid UTF-8 (file names are bytes) instead of throwing.
-  out << doc.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+  EscapeNonUtf8Strings(doc);
+  out << doc.dump(2, ' ', false, json::error_handler_t::strict) << "\n";
 }
 
 void WriteFoldedReport(const ReportModel& m, std::ostream& out) {

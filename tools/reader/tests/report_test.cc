@@ -118,12 +118,26 @@ TEST(ReportTest, SymbolFilesFromDebuginfodAreSaidInTextAndJson) {
   EXPECT_EQ(plain.str().find("debuginfod"), std::string::npos);
 }
 
-TEST(ReportTest, JsonSurvivesNonUtf8Paths) {
+// Two rows whose paths differ only in bytes that are not UTF-8 (and a
+// comm and symbol such as a process may have) stay two different strings:
+// escaped as pprof's are, never both turned into U+FFFD.
+TEST(ReportTest, JsonKeepsNamesThatAreNotUtf8Distinct) {
   ReportModel m = Model();
   m.rows[0].path = "/tmp/\xff\xfe.so";
+  m.rows[1].path = "/tmp/\xfe\xff.so";
+  m.rows[0].comm = "a\\b\x80";
+  m.rows[1].symbol = "caf\xc3\xa9";  // UTF-8 stays as it is
+  m.mappings[0].path = "/tmp/\xff\xfe.so";
   std::ostringstream out;
   WriteJsonReport(m, out);
-  EXPECT_NO_THROW(nlohmann::json::parse(out.str()));
+  nlohmann::json d;
+  ASSERT_NO_THROW(d = nlohmann::json::parse(out.str()));
+  EXPECT_EQ(d["rows"][0]["path"], "/tmp/\\xff\\xfe.so");
+  EXPECT_EQ(d["rows"][1]["path"], "/tmp/\\xfe\\xff.so");
+  EXPECT_EQ(d["rows"][0]["comm"], "a\\\\b\\x80");
+  EXPECT_EQ(d["rows"][1]["symbol"], "caf\xc3\xa9");
+  EXPECT_EQ(d["capture"]["mappings"][0]["path"], "/tmp/\\xff\\xfe.so");
+  EXPECT_EQ(d["rows"][1]["comm"], "app");
 }
 
 TEST(ReportTest, FoldedIsOneLinePerStack) {
