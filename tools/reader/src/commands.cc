@@ -488,6 +488,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   Symbolizer symbolizer(store);
   ReportModel model = profile.BuildReport(symbolizer, mode);
   model.symbol_files = SymbolFilesOf(store);
+  model.debuginfod_failed = debuginfod && debuginfod->failed();
   {
     std::vector<perf_event_attr> attrs;
     for (const PerfFileAttr& a : r.attrs()) attrs.push_back(a.attr);

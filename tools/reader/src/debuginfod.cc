@@ -103,7 +103,7 @@ void DebuginfodFetcher::Warn(const std::string& message) {
 
 void DebuginfodFetcher::GiveUp(const std::string& why) {
   off_ = true;
-  Warn(why + "; no more build-ids are asked for in this report");
+  Warn(why + "; no more build-ids are asked for in this report (exit status 1)");
 }
 
 std::optional<std::string> DebuginfodFetcher::Fetch(DebuginfodKind kind, const BuildId& id,
@@ -162,7 +162,7 @@ std::optional<std::string> DebuginfodFetcher::Keep(DebuginfodKind kind, const Bu
     if (!warned_refusal_) {
       warned_refusal_ = true;
       Warn(fmt::format("debuginfod: {} sent {} as the {} of {}; not used (further refusals are "
-                       "only counted)",
+                       "only counted; exit status 1)",
                        server,
                        !got.ok() ? "a file that is not ELF"
                        : got->empty() ? "a file without a build-id"

@@ -98,6 +98,10 @@ class DebuginfodFetcher {
   std::optional<std::string> Fetch(DebuginfodKind kind, const BuildId& id,
                                    const std::string& recorded_path);
   const Stats& stats() const { return stats_; }
+  // True once a server failed (anything but "no server has it": refused,
+  // unreachable, timed out, the budget spent) or sent a file with another
+  // build-id.  Each was one warning; report and script then exit 1.
+  bool failed() const { return off_ || stats_.refused > 0; }
 
  private:
   void Warn(const std::string& message);

@@ -43,6 +43,13 @@ constexpr int kExitUsage = 2;
 
 enum class Format { kText, kJson, kFolded, kPprof };
 
+// A report written in full exits 0, or 1 when a debuginfod server failed
+// it (said in one warning line when it happened): its output lacks what a
+// working server could have named.
+int ReportExit(const ReportModel& model) {
+  return model.debuginfod_failed ? kExitFailure : kExitOk;
+}
+
 void PrintReport(const ReportModel& model, Format format) {
   switch (format) {
     case Format::kText: WriteTextReport(model, std::cout); break;
@@ -511,14 +518,14 @@ int Main(int argc, char** argv) {
                                       : std::to_string(model->samples),
                    model->frame_stacks.size(),
                    model->frame_mappings.size(), model->frame_locations.size());
-      return kExitOk;
+      return ReportExit(*model);
     }
     PrintReport(*model, format);
     // perf report shows an empty table and exits 0; so do we, and say why.
     if (controls.Filters() && model->matched_samples == 0)
       fmt::print(stderr, "mmap3-reader: no samples match {} (of {} samples)\n",
                  controls.FilterText(), model->samples);
-    return kExitOk;
+    return ReportExit(*model);
   }
   if (script->parsed()) {
     ReportOptions opts;
@@ -530,7 +537,7 @@ int Main(int argc, char** argv) {
     if (!model.ok()) return Fail(model.status());
     WriteScript(*model, script_callchains, std::cout);
     std::cout.flush();
-    return kExitOk;
+    return ReportExit(*model);
   }
   if (buildid_list->parsed()) {
     ReportOptions opts;

@@ -228,6 +228,10 @@ struct ReportModel {
   std::vector<ReportRow> rows;
   std::vector<ReportMapping> mappings;
   std::vector<SymbolFile> symbol_files;  // by build-id
+  // A debuginfod server failed this report (DebuginfodFetcher::failed()):
+  // the report is complete but for files a working server could have sent,
+  // and the command exits with status 1.
+  bool debuginfod_failed = false;
   std::vector<ReportStack> stacks;
   SampledEvent event;
   // Filled only with ProfileOptions::sample_frames, sorted by value (the

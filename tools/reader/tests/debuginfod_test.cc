@@ -148,11 +148,12 @@ TEST_F(DebuginfodTest, AFileWithAnotherIdIsRefusedOnceSaidAndNotKept) {
   EXPECT_FALSE(f.Fetch(DebuginfodKind::kExecutable, Id(kIdV1), "/lib/libdemo.so"));
   EXPECT_FALSE(f.Fetch(DebuginfodKind::kExecutable, Id(kIdV2), "/lib/libdemo.so"));
   EXPECT_EQ(f.stats().refused, 2u);
+  EXPECT_TRUE(f.failed());
   EXPECT_EQ(f.stats().found, 0u);
   ASSERT_EQ(warnings_.size(), 1u);
   EXPECT_EQ(warnings_[0], fmt::format("debuginfod: http://fake.invalid sent a file with build-id {} "
                                       "as the executable of {}; not used (further refusals are "
-                                      "only counted)",
+                                      "only counted; exit status 1)",
                                       kIdV2, kIdV1));
   // Nothing in the reader's cache; libdebuginfod's copy is gone.
   EXPECT_FALSE(std::filesystem::exists(BuildIdCache::LinkPath(cache_.path(), Id(kIdV1))));
@@ -168,6 +169,7 @@ TEST_F(DebuginfodTest, NotFoundIsNoWarningAndTheNextIdIsAsked) {
   EXPECT_TRUE(f.Fetch(DebuginfodKind::kExecutable, Id(kIdV2), "/lib/b.so"));
   EXPECT_EQ(f.stats().not_found, 1u);
   EXPECT_TRUE(warnings_.empty());
+  EXPECT_FALSE(f.failed()) << "not found is no failure: exit status 0";
 }
 
 TEST_F(DebuginfodTest, AFailedServerIsOneWarningAndNotAskedAgain) {
@@ -179,11 +181,12 @@ TEST_F(DebuginfodTest, AFailedServerIsOneWarningAndNotAskedAgain) {
   EXPECT_FALSE(f.Fetch(DebuginfodKind::kDebuginfo, Id(kIdV2), "/lib/b.so"));
   EXPECT_EQ(fake_->asked.size(), 1u);
   EXPECT_EQ(f.stats().failed, 1u);
+  EXPECT_TRUE(f.failed());
   EXPECT_EQ(f.stats().skipped, 2u);
   ASSERT_EQ(warnings_.size(), 1u);
   EXPECT_EQ(warnings_[0], fmt::format("debuginfod: http://fake.invalid: {} (asking for the "
                                       "executable of {}); no more build-ids are asked for in this "
-                                      "report",
+                                      "report (exit status 1)",
                                       std::strerror(ECONNREFUSED), kIdV1));
 }
 
@@ -203,7 +206,7 @@ TEST_F(DebuginfodTest, TheBudgetCoversAllQuestionsOfAReport) {
   ASSERT_EQ(warnings_.size(), 1u);
   EXPECT_EQ(warnings_[0], fmt::format("debuginfod: 10 s spent waiting for http://fake.invalid "
                                       "(asking for the executable of {}); no more build-ids are "
-                                      "asked for in this report",
+                                      "asked for in this report (exit status 1)",
                                       kIdV2));
   // Nothing after it.
   EXPECT_FALSE(f.Fetch(DebuginfodKind::kDebuginfo, Id(kIdV2), "/lib/b.so"));
@@ -218,7 +221,8 @@ TEST_F(DebuginfodTest, ABudgetSpentBeforeAQuestionAsksNothing) {
   EXPECT_EQ(fake_->asked.size(), 1u);
   ASSERT_EQ(warnings_.size(), 1u);
   EXPECT_EQ(warnings_[0], "debuginfod: 10 s spent waiting for http://fake.invalid; no more "
-                          "build-ids are asked for in this report");
+                          "build-ids are asked for in this report (exit status 1)");
+  EXPECT_TRUE(f.failed());
 }
 
 TEST_F(DebuginfodTest, WithoutACacheLibdebuginfodsCopyIsGiven) {
