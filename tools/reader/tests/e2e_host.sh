@@ -1079,13 +1079,13 @@ netns_start() {
 	DBGD_PIDS+=("$NETNS_PID")
 	trap dbgd_cleanup EXIT
 	local i
-	for ((i = 0; i < 200; i++)); do
+	for ((i = 0; i < 1200; i++)); do
 		[ "$(readlink "/proc/$NETNS_PID/ns/net" 2>/dev/null)" != "$(readlink /proc/self/ns/net)" ] &&
 			[ -n "$(readlink "/proc/$NETNS_PID/ns/net" 2>/dev/null)" ] && break
 		kill -0 "$NETNS_PID" 2>/dev/null || skip "unshare -n failed: no network namespaces here"
 		sleep 0.05
 	done
-	[ $i -lt 200 ] || fail "the network namespace did not appear within 10 s"
+	[ $i -lt 1200 ] || fail "the network namespace did not appear within 60 s"
 	in_ns ip link set lo up
 }
 # For servers started with &: nsenter execs the command, so $! is its pid
@@ -1231,8 +1231,8 @@ open(sys.argv[1], "w").close()
 time.sleep(3600)' "$d/listening" &
 	DBGD_PIDS+=("$!")
 	local i
-	for ((i = 0; i < 200; i++)); do [ -e "$d/listening" ] && break; sleep 0.05; done
-	[ -e "$d/listening" ] || fail "the silent server did not start within 10 s"
+	for ((i = 0; i < 1200; i++)); do [ -e "$d/listening" ] && break; sleep 0.05; done
+	[ -e "$d/listening" ] || fail "the silent server did not start within 60 s"
 	rc=0
 	start=$(date +%s%N)
 	in_ns env HOME="$d/home" DEBUGINFOD_URLS=http://127.0.0.1:8003 DEBUGINFOD_TIMEOUT=2 \
@@ -1257,7 +1257,7 @@ t_debuginfod_wrong_file_is_refused() {
 	netns_start
 	nsenter --net="/proc/$NETNS_PID/ns/net" python3 -m http.server --bind 127.0.0.1 --directory "$d/www" 8004 >"$d/www.log" 2>&1 &
 	DBGD_PIDS+=("$!")
-	wait_http "http://127.0.0.1:8004/buildid/$ID1/executable" 30
+	wait_http "http://127.0.0.1:8004/buildid/$ID1/executable" 60
 	in_ns env HOME="$d/home" DEBUGINFOD_URLS=http://127.0.0.1:8004 \
 		"$READER_BIN" report -i "$d/rec.data" --format json >"$d/wrong.json" 2>"$d/wrong.err" || rc=$?
 	cat "$d/wrong.err"

@@ -140,8 +140,11 @@ TEST(ProcMapsTest, ZombieLeaderShowsNoMappingsButItsThreadsDo) {
       _exit(1);
     syscall(SYS_exit, 0);
   }
+  // Wait for the state, bounded generously: a loaded machine may take
+  // seconds to run the child at all.
   bool zombie_leader = false;
-  for (int i = 0; i < 500 && !zombie_leader; ++i) {
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       !zombie_leader && std::chrono::steady_clock::now() < deadline;) {
     zombie_leader = HasNoMappings(child);
     if (!zombie_leader) usleep(10000);
   }
@@ -152,7 +155,7 @@ TEST(ProcMapsTest, ZombieLeaderShowsNoMappingsButItsThreadsDo) {
   const bool worker_has_mappings = worker != 0 && !HasNoMappings(worker);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
-  ASSERT_TRUE(zombie_leader) << "the child's main thread did not exit";
+  ASSERT_TRUE(zombie_leader) << "the child's main thread had not exited after 60 s";
   EXPECT_EQ(threads.size(), 2u);
   EXPECT_TRUE(worker_listed);
   EXPECT_TRUE(worker_has_mappings);  // /proc/TID of a live thread shows them
