@@ -251,7 +251,6 @@ void Profile::OnSample(const SampleRecord& s) {
   // the call chain's first ip, when it is that same place, is not repeated.
   std::vector<Frame> addressed{leaf};
   std::vector<uint64_t> ips{s.ip};  // as recorded, for script
-  if (leaf.object != nullptr) exact_sites_.emplace(leaf.object, leaf.offset);
   if (s.callchain.empty()) {
     frames.emplace_back(leaf.object, leaf.offset);
   } else {
@@ -272,7 +271,6 @@ void Profile::OnSample(const SampleRecord& s) {
       }
       Frame f = Resolve(s.pid, interrupted_ip ? ip : ip - 1, context);
       frames.emplace_back(f.object, f.offset);
-      if (interrupted_ip && f.object != nullptr) exact_sites_.emplace(f.object, f.offset);
       // The chain starts at the sample's ip, already the leaf, unless the
       // kernel's part was left out (exclude_callchain_kernel, perf's
       // --user-callchains): then a kernel sample's chain starts at the user
@@ -539,8 +537,7 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
 
 uint64_t Profile::SymbolOffset(Symbolizer& symbolizer, const MappedObject* object,
                                uint64_t offset, bool leaf) const {
-  if (leaf || object == nullptr || exact_sites_.contains(std::make_pair(object, offset)))
-    return offset;
+  if (leaf || object == nullptr || !object->kernel) return offset;
   return symbolizer.CallerOffset(*Shown(object), offset);
 }
 
@@ -636,17 +633,21 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
         mapping = it->second + 1;
         if (&f == &key.second.front()) leaf_samples[it->second] += sums.samples;
       }
-      auto [it, inserted] = location_ids.try_emplace({mapping, f.address},
+      // A frame found to be an interrupted ip is looked up, and located,
+      // at the address recorded, not one byte before it.
+      const uint64_t offset = object != nullptr ? SymbolOffset(symbolizer, f.object, f.offset,
+                                                               &f == &key.second.front())
+                                                : f.offset;
+      const uint64_t address = f.address + (offset - f.offset);
+      auto [it, inserted] = location_ids.try_emplace({mapping, address},
                                                      static_cast<uint32_t>(locations.size()));
       if (inserted) {
         FrameLocation l;
         l.mapping = mapping;
-        l.address = f.address;
+        l.address = address;
         static const std::string kUnknown = "[unknown]";
         Symbolizer::Symbol symbol{&kUnknown, SymbolStatus::kNoMapping};
-        if (object != nullptr)
-          symbol = symbolizer.Lookup(*object,
-                                     SymbolOffset(symbolizer, f.object, f.offset, &f == &key.second.front()));
+        if (object != nullptr) symbol = symbolizer.Lookup(*object, offset);
         l.symbol = *symbol.name;
         l.status = symbol.status;
         if (mapping != 0 && l.status == SymbolStatus::kFound) mappings[mapping - 1].has_symbols = true;

@@ -17,7 +17,6 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "location_counts.h"
@@ -143,9 +142,11 @@ class Profile {
   void BuildScript(Symbolizer& symbolizer, ReportModel& model) const;
   std::shared_ptr<const MappedObject> InternObject(MappedObject object);
   // The offset a chain frame's symbol is looked up at: its own, or for a
-  // return address that Symbolizer::CallerOffset finds was an interrupted
-  // ip, the byte after (`object` as recorded, not Shown()).  `leaf`: the
-  // frame is the sample's own ip.
+  // kernel return address that Symbolizer::CallerOffset finds was an
+  // interrupted ip, the byte after (`object` as recorded, not Shown()).
+  // `leaf`: the frame is the sample's own ip.  In a kernel object every
+  // other frame was looked up as a return address: a kernel chain's only
+  // ip as recorded is its first, the leaf.
   uint64_t SymbolOffset(Symbolizer& symbolizer, const MappedObject* object, uint64_t offset,
                         bool leaf) const;
 
@@ -168,17 +169,6 @@ class Profile {
   // only through those, and samples vastly outnumber them.
   std::unordered_map<uint32_t, uint32_t> comm_of_tid_;
   LocationCounts flat_;
-  // Chain locations (object, offset) that were ips as recorded: leaves, and
-  // the interrupted ip each context of a chain starts with.  The others,
-  // above the leaf, were looked up one byte before a return address; a
-  // location that was both is taken as it is.  (One or two per sample: a
-  // chain's return addresses are not kept here.)
-  struct LocationHash {
-    size_t operator()(const std::pair<const MappedObject*, uint64_t>& k) const {
-      return std::hash<const void*>()(k.first) ^ (k.second * 0x9e3779b97f4a7c15ull);
-    }
-  };
-  std::unordered_set<std::pair<const MappedObject*, uint64_t>, LocationHash> exact_sites_;
   std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, uint64_t>
       stacks_;
   std::vector<MappingEntry> mappings_;

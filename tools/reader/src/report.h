@@ -162,8 +162,9 @@ struct FrameMapping {
 
 struct FrameLocation {
   uint32_t mapping = 0;  // index into frame_mappings + 1; 0: in no known mapping
-  // The address looked up: the sample's ip, a return address less one, or
-  // the ip in no mapping; 0 for a guest's or the hypervisor's.
+  // The address looked up: the sample's ip, a return address less one (a
+  // kernel frame found to be an interrupted ip: as recorded), or the ip in
+  // no mapping; 0 for a guest's or the hypervisor's.
   uint64_t address = 0;
   std::string symbol;  // the report's name for it (see SymbolStatus)
   SymbolStatus status = SymbolStatus::kNoMapping;

@@ -52,6 +52,7 @@ uint64_t Symbolizer::OffsetInSymbol(const MappedObject& object, uint64_t offset)
 }
 
 uint64_t Symbolizer::CallerOffset(const MappedObject& object, uint64_t offset) {
+  if (!object.kernel) return offset;
   const Symbol& at = Lookup(object, offset);
   if (at.status != SymbolStatus::kFound ||
       !(at.name->starts_with("__pfx_") || at.name->starts_with("__cfi_")))

@@ -53,7 +53,9 @@ class Symbolizer {
   // byte is padding and a symbol starts at the next one, the address was
   // not a return address but an interrupted context's ip, at the first
   // instruction of that function (the kernel's unwinder puts those in a
-  // call chain unmarked): returns offset + 1 then, else `offset`.
+  // call chain unmarked): returns offset + 1 then, else `offset`.  Only for
+  // the kernel and its modules: a user program may name a function
+  // "__pfx_..." and call from it.
   uint64_t CallerOffset(const MappedObject& object, uint64_t offset);
   // How far `offset` is into the symbol Lookup() found there (0 if none).
   uint64_t OffsetInSymbol(const MappedObject& object, uint64_t offset);

@@ -510,20 +510,23 @@ TEST(ProfileTest, AnInterruptedIpAtAFunctionsStartIsThatFunctionsNotItsPadding) 
   // A leaf in leaf_fn whose chain returns into entered_fn (one byte back is
   // entered_fn): unchanged.
   p.Process(Sample(5, kText + 0x520, 3, {kernel, kText + 0x520, kText + 0x211}, true));
+  // A leaf on the padding's last byte (call-depth tracking runs padding):
+  // it is the padding's, and it changes nothing for the frame above.
+  p.Process(Sample(5, kText + 0x1ff, 4, {kernel, kText + 0x1ff}, true));
   ReportModel m = ReportWith(p, s);
   std::map<std::string, uint64_t> children;
   for (const ReportRow& r : m.rows) children[r.symbol] = r.children_period;
   EXPECT_EQ(children["entered_fn"], 2u);
+  EXPECT_EQ(children["__pfx_entered_fn"], 1u);  // the leaf on the padding
   EXPECT_EQ(children["noreturn_caller"], 1u);
   EXPECT_EQ(children["caller_fn"], 1u);
   EXPECT_EQ(children["leaf_fn"], 2u);
-  EXPECT_FALSE(children.contains("__pfx_entered_fn"));
   EXPECT_FALSE(children.contains("next_fn"));
   bool found = false;
   for (const auto& st : m.stacks)
     if (st.folded == "app;caller_fn;noreturn_caller;entered_fn;irq_entry;leaf_fn") found = true;
   EXPECT_TRUE(found) << m.stacks[0].folded;
-  ASSERT_EQ(m.script.size(), 2u);
+  ASSERT_EQ(m.script.size(), 3u);
   std::vector<std::string> frames;
   for (uint32_t id : m.script[0].locations) {
     const ScriptLocation& l = m.script_locations[id];
@@ -532,11 +535,60 @@ TEST(ProfileTest, AnInterruptedIpAtAFunctionsStartIsThatFunctionsNotItsPadding) 
   EXPECT_EQ(frames, (std::vector<std::string>{"leaf_fn+0x10", "irq_entry+0x10", "entered_fn+0x0",
                                               "noreturn_caller+0x100", "caller_fn+0x20"}))
       << "script prints the recorded address's offset";
-  std::set<std::string> frame_symbols;
-  for (const FrameLocation& l : m.frame_locations) frame_symbols.insert(l.symbol);
-  EXPECT_TRUE(frame_symbols.contains("entered_fn"));
-  EXPECT_FALSE(frame_symbols.contains("__pfx_entered_fn"));
-  EXPECT_FALSE(frame_symbols.contains("next_fn"));
+  // pprof's locations: the interrupted frame is at the address recorded,
+  // named entered_fn; the leaf on the padding's last byte is a location of
+  // its own, named for the padding.
+  std::map<uint64_t, std::string> frame_symbols;
+  for (const FrameLocation& l : m.frame_locations) frame_symbols[l.address] = l.symbol;
+  EXPECT_EQ(frame_symbols[kText + 0x200], "entered_fn");
+  EXPECT_EQ(frame_symbols[kText + 0x1ff], "__pfx_entered_fn");
+  EXPECT_EQ(frame_symbols[kText + 0x3ff], "noreturn_caller");
+  for (const auto& [address, symbol] : frame_symbols) EXPECT_NE(symbol, "next_fn");
+}
+
+// The padding rule is the kernel's: a user program may name a function
+// __pfx_work and end it with a call to a noreturn function, whose return
+// address is then the first byte of the function after it.  That frame is
+// __pfx_work's, not after's.
+TEST(ProfileTest, AUserFunctionNamedLikePaddingKeepsItsCalls) {
+  TempDir dir;
+  const std::string lib = dir.File("libpfx.so");
+  ASSERT_TRUE(testing::CompileC(
+      "__attribute__((noreturn, noinline)) void die(void) { for (;;) __asm__ volatile(\"\"); }\n"
+      "__attribute__((noinline)) void __pfx_work(int x) { if (x) die(); die(); }\n"
+      "__attribute__((noinline)) int after(int x) { return x * 3 + 1; }\n",
+      lib, std::string("-shared -fPIC -O1 -falign-functions=1 -fno-reorder-functions ") +
+               "-fno-optimize-sibling-calls -Wl,--build-id=0x" + kIdV1));
+  const uint64_t after = testing::FunctionFileOffset(lib, "after") - 2;
+  const uint64_t in_die = testing::FunctionFileOffset(lib, "die") - 2;  // die is 2 bytes long
+  ProfileOptions o;
+  o.callchains = true;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Comm(7, "app", 1));
+  p.Process(Mmap(7, lib, kIdV1, 2));
+  // Only meaningful if __pfx_work's call is its last instruction, right
+  // before after: one byte back from after's start is __pfx_work.
+  {
+    ProfileOptions flat;
+    Profile q(flat);
+    q.SetFormat(kFormat);
+    q.Process(Comm(7, "app", 1));
+    q.Process(Mmap(7, lib, kIdV1, 2));
+    q.Process(Sample(7, kBase + after - 1, 3));
+    SymbolSearch s;
+    s.debug_dir = "";
+    ReportModel m = ReportWith(q, s);
+    ASSERT_EQ(m.rows.size(), 1u);
+    ASSERT_EQ(m.rows[0].symbol, "__pfx_work") << "the layout this test needs was not built";
+  }
+  const uint64_t user = static_cast<uint64_t>(PERF_CONTEXT_USER);
+  p.Process(Sample(7, kBase + in_die, 3, {user, kBase + in_die, kBase + after}));
+  SymbolSearch s;
+  s.debug_dir = "";
+  ReportModel m = ReportWith(p, s);
+  ASSERT_EQ(m.stacks.size(), 1u);
+  EXPECT_EQ(m.stacks[0].folded, "app;__pfx_work;die");
 }
 
 TEST(ProfileTest, FoldedStacksRunFromOutermostToLeaf) {
