@@ -9,13 +9,14 @@
 #                protobuf-compiler, libprotobuf-dev, zlib1g-dev for report
 #                --format pprof; golang-go for go tool pprof in the e2e test;
 #                libdebuginfod-dev for report's debuginfod client, debuginfod
-#                for the server its e2e test runs)
+#                for the server its e2e test runs; lld for the PLT test of
+#                lld-linked files)
 #   DEPS_PERF    make perf (mk/perf.mk): tools/perf of the patched tree, built
 #                with libelf and zlib only; python3 runs its build scripts;
 #                linux-perf is Debian's perf, which make perf-test compares
 
 DEPS_KERNEL := linux-source-6.1 qemu-system-x86 busybox-static flex bison bc libelf-dev cpio xz-utils build-essential libssl-dev kmod git trinity
-DEPS_READER := cmake g++ pkg-config binutils make libgtest-dev libelf-dev liburing-dev libbpf-dev nlohmann-json3-dev libcli11-dev libfmt-dev linux-perf clang libclang-rt-14-dev libfuse3-dev protobuf-compiler libprotobuf-dev zlib1g-dev golang-go libdebuginfod-dev debuginfod
+DEPS_READER := cmake g++ pkg-config binutils lld make libgtest-dev libelf-dev liburing-dev libbpf-dev nlohmann-json3-dev libcli11-dev libfmt-dev linux-perf clang libclang-rt-14-dev libfuse3-dev protobuf-compiler libprotobuf-dev zlib1g-dev golang-go libdebuginfod-dev debuginfod
 
 DEPS_PERF   := build-essential flex bison pkg-config python3 libelf-dev zlib1g-dev linux-perf
 

@@ -203,10 +203,15 @@ static void AddPltSymbols(Elf* elf, std::vector<ElfSymbol>* out) {
   while ((scn = elf_nextscn(elf, scn)) != nullptr) {
     GElf_Shdr sh;
     if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_PROGBITS ||
-        !(sh.sh_flags & SHF_EXECINSTR) || (sh.sh_entsize != 8 && sh.sh_entsize != 16))
+        !(sh.sh_flags & SHF_EXECINSTR))
       continue;
     const char* secname = elf_strptr(elf, shstrndx, sh.sh_name);
     if (secname == nullptr || std::strncmp(secname, ".plt", 4) != 0) continue;
+    // lld leaves sh_entsize 0; its .plt and .plt.sec entries are 16 bytes.
+    if (sh.sh_entsize == 0 &&
+        (std::strcmp(secname, ".plt") == 0 || std::strcmp(secname, ".plt.sec") == 0))
+      sh.sh_entsize = 16;
+    if (sh.sh_entsize != 8 && sh.sh_entsize != 16) continue;
     Elf_Data* data = elf_getdata(scn, nullptr);
     if (data == nullptr || data->d_buf == nullptr) continue;
     const auto* bytes = static_cast<const unsigned char*>(data->d_buf);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <string_view>
 
 namespace mmap3 {
 namespace {
@@ -80,7 +81,14 @@ const Symbolizer::Symbol& Symbolizer::Lookup(const MappedObject& object, uint64_
     if (auto addr = table->OffsetToAddress(offset)) {
       if (const ElfSymbol* sym = table->Find(*addr)) {
         auto [it, inserted] = demangled_.emplace(sym, nullptr);
-        if (inserted) it->second = &Intern(Demangle(sym->name));
+        if (inserted) {
+          // A PLT stub's name is its target's and "@plt": demangled as the
+          // target's is.
+          const std::string_view name = sym->name;
+          it->second = name.ends_with("@plt")
+                           ? &Intern(Demangle(std::string(name.substr(0, name.size() - 4))) + "@plt")
+                           : &Intern(Demangle(sym->name));
+        }
         symbol.name = it->second;
       }
     }

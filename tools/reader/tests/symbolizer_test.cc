@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -55,6 +56,37 @@ TEST_F(SymbolizerTest, UsesTheRecordedPathWhenItsBuildIdMatches) {
   Symbolizer sym(store);
   MappedObject o = Object(lib_, kIdV1);
   EXPECT_EQ(sym.Symbolize(o, testing::FunctionFileOffset(v1_, "only_in_v1")), "only_in_v1");
+}
+
+// A PLT stub of a C++ function is demangled as the function is, with
+// "@plt" after it.
+TEST_F(SymbolizerTest, PltStubsOfCxxFunctionsAreDemangled) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "PLT stubs are named on x86-64 only";
+#endif
+  // foo() and operator delete(void*, unsigned long), called through the PLT.
+  ASSERT_TRUE(testing::CompileC("void _Z3foov(void); void _ZdlPvm(void *, unsigned long);\n"
+                                "void g(void *p) { _Z3foov(); _ZdlPvm(p, 8); }\n",
+                                lib_, std::string("-shared -fPIC -Wl,--build-id=0x") + kIdV1));
+  auto elf = ElfFile::Open(lib_);
+  ASSERT_TRUE(elf.ok());
+  std::map<std::string, uint64_t> stubs;
+  for (const ElfSymbol& s : elf->ReadSymbols())
+    if (s.name.ends_with("@plt")) stubs[s.name] = s.addr;
+  ASSERT_TRUE(stubs.contains("_Z3foov@plt") && stubs.contains("_ZdlPvm@plt"));
+  auto offset_of = [&](uint64_t addr) {
+    for (const LoadSegment& l : elf->loads())
+      if (addr >= l.vaddr && addr - l.vaddr < l.filesz) return addr - l.vaddr + l.offset;
+    ADD_FAILURE() << "no segment has 0x" << std::hex << addr;
+    return uint64_t{0};
+  };
+  DsoStore store(PathsOnly());
+  Symbolizer sym(store);
+  MappedObject o = Object(lib_, kIdV1);
+  sym.Declare(o);
+  EXPECT_EQ(sym.Symbolize(o, offset_of(stubs["_Z3foov@plt"])), "foo()@plt");
+  EXPECT_EQ(sym.Symbolize(o, offset_of(stubs["_ZdlPvm@plt"]) + 4),
+            "operator delete(void*, unsigned long)@plt");
 }
 
 TEST_F(SymbolizerTest, RefusesAFileWithAnotherBuildId) {
