@@ -1,5 +1,7 @@
 #include "live_system.h"
 
+#include <fcntl.h>
+
 #include <cerrno>
 
 namespace mmap3 {
@@ -73,6 +75,26 @@ timespec ProcLiveSystem::RealTime() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return ts;
+}
+
+std::optional<PerfMapOwner> ProcLiveSystem::ProcessOwner(pid_t pid) {
+  auto uids = ReadUids(pid);
+  if (!uids) return std::nullopt;
+  return PerfMapOwner{uids->first, uids->second};
+}
+
+PerfMapRead ProcLiveSystem::ReadPerfMap(uint32_t pid, const std::optional<PerfMapOwner>& owner,
+                                        const PerfMapStamp* unchanged_from) {
+  // perf's place for them, whatever TMPDIR says.
+  if (!tmp_.valid()) tmp_.Reset(open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!tmp_.valid()) {
+    PerfMapRead r;
+    r.outcome = PerfMapRead::Outcome::kFailed;
+    r.reason = ErrnoStatus("open /tmp").ToString();
+    return r;
+  }
+  const std::string name = PerfMapFileName(pid);
+  return ReadPerfMapAt(tmp_.get(), name, "/tmp/" + name, owner, kPerfMapMaxBytes, unchanged_from);
 }
 
 }  // namespace mmap3

@@ -90,6 +90,30 @@ class FakeSystem final : public LiveSystem {
     clock_gettime(CLOCK_REALTIME, &ts);
     return ts;
   }
+  // JIT maps: the owner a pid has (none: gone), and what reading its map
+  // gives, in turn (the last one repeats; none: missing).
+  std::map<pid_t, PerfMapOwner> owners;
+  std::map<uint32_t, std::vector<PerfMapRead>> perf_map_reads;
+  std::vector<std::pair<uint32_t, bool>> perf_map_asks;  // (pid, with a stamp)
+  std::optional<PerfMapOwner> ProcessOwner(pid_t pid) override {
+    auto it = owners.find(pid);
+    if (it == owners.end()) return std::nullopt;
+    return it->second;
+  }
+  PerfMapRead ReadPerfMap(uint32_t pid, const std::optional<PerfMapOwner>&,
+                          const PerfMapStamp* unchanged_from) override {
+    perf_map_asks.emplace_back(pid, unchanged_from != nullptr);
+    auto it = perf_map_reads.find(pid);
+    if (it == perf_map_reads.end() || it->second.empty()) return PerfMapRead{};
+    PerfMapRead r = it->second.front();
+    if (it->second.size() > 1) it->second.erase(it->second.begin());
+    if (r.outcome == PerfMapRead::Outcome::kRead && unchanged_from != nullptr &&
+        r.stamp == *unchanged_from) {
+      r.outcome = PerfMapRead::Outcome::kUnchanged;
+      r.text.clear();
+    }
+    return r;
+  }
 
  private:
   Result<UniqueFd> Open(uint32_t pid, uint64_t start) {
