@@ -304,8 +304,9 @@ class Renderer {
     const double percent =
         m_.matched_samples ? 100.0 * static_cast<double>(n.samples) / static_cast<double>(m_.matched_samples)
                            : 0.0;
-    out_ += fmt::format("<g data-depth=\"{}\" data-samples=\"{}\"><title>{}\n{} samples, {}%</title>",
-                        depth, n.samples, Xml(n.key.label), n.samples, Num(percent));
+    out_ += fmt::format("<g data-depth=\"{}\" data-samples=\"{}\"><title>{}\n{} sample{}, {}%</title>",
+                        depth, n.samples, Xml(n.key.label), n.samples, n.samples == 1 ? "" : "s",
+                        Num(percent));
     out_ += fmt::format(
         "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"2\" ry=\"2\" fill=\"{}\"/>", Num(x),
         Num(y), Num(w), Num(kFrameHeight - 1), palette_.Of(n.key).Css());
@@ -354,8 +355,9 @@ class Renderer {
       tag = tag.substr(1, tag.size() - 2);
       out_ += fmt::format(
           "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" "
-          "y=\"{}\">{} ({} samples as leaf)</text>\n",
-          Num(x), Num(y), palette_.Of(k).Css(), Num(x + 16), Num(y + 10.5), Xml(tag), samples);
+          "y=\"{}\">{} ({} sample{} as leaf)</text>\n",
+          Num(x), Num(y), palette_.Of(k).Css(), Num(x + 16), Num(y + 10.5), Xml(tag), samples,
+          samples == 1 ? "" : "s");
     }
     out_ += "</g>\n";
     std::string note;
