@@ -1339,6 +1339,27 @@ print("NOTE: %d samples on e2e_jit_named, %d on JIT code no line names, %d on e2
 PY
 }
 
+t_jit_map_that_is_a_symlink_is_refused() {
+	# /tmp/perf-PID.map a symlink (to a file of the process's own, even):
+	# record runs as root and follows no link in /tmp.  The program leaves
+	# it in place, so the read at its exit meets it for certain.
+	local rc=0 pid
+	"$READER_BIN" record -F 2000 -o "$W/jitlink.data" --buildid-dir "$W/jit.cache" -- \
+		"$W/jit" 200 symlink >"$W/jitlink.out" 2>"$W/jitlink.err" || rc=$?
+	cat "$W/jitlink.out" "$W/jitlink.err"
+	pid=$(sed -n 's/^jit: pid \([0-9]*\),.*/\1/p' "$W/jitlink.out")
+	[ -n "$pid" ] || fail "the program did not say its pid"
+	[ -L "/tmp/perf-$pid.map" ] || fail "/tmp/perf-$pid.map is not a symlink: the test proves nothing"
+	rm -f "/tmp/perf-$pid.map" "/tmp/perf-$pid.map.target"
+	[ $rc -eq 0 ] || fail "record exited $rc"
+	grep -q "warning: perf map of pid $pid not read: /tmp/perf-$pid.map: a symbolic link" "$W/jitlink.err" ||
+		fail "record did not say it refused the symlink"
+	"$READER_BIN" report -i "$W/jitlink.data" --buildid-dir "$W/jit.cache" --format json >"$W/jitlink.json"
+	"$READER_BIN" report -i "$W/jitlink.data" --buildid-dir "$W/jit.cache" | grep "perf maps refused"
+	json_check "$W/jitlink.json" "d['capture']['perf_maps'] == [] and [r['pid'] for r in d['capture']['perf_maps_refused']] == [$pid]"
+	json_check "$W/jitlink.json" "not find('e2e_jit_named') and any(r['symbol_status'] == 'no_perf_map' for r in rows)"
+}
+
 # flame_check SVG JSON [flat]: the picture against the JSON report of the
 # same capture (see the python below).
 flame_check() {
@@ -1376,13 +1397,15 @@ title = root.find(ns + "text").text
 check(("flat profile" in title) == flat, "the title: " + title)
 if flat:
     check(max(f[0] for f in frames) == 1, "a flat profile is one level")
-# Leaf functions: a hot function calls nothing, so its frames' samples are
-# its rows' in the report (per build-id: the label has its short id).
+# A frame's own samples (its width less its children's) are the report's
+# self samples: per hot function and build-id (the label has its short id).
+# (Kernel frames above a hot function are its children: interrupts.)
 leaf = collections.Counter()
 for depth, n, x, w, label, fill in frames:
     m = re.match(r"(e2e_v\d_hot) \[libe2e\.so ([0-9a-f]{12})\]$", label)
     if m:
-        leaf[m.groups()] += n
+        kids = [f for f in frames if f[0] == depth + 1 and f[2] >= x - 0.01 and f[2] + f[3] <= x + w + 0.01]
+        leaf[m.groups()] += n - sum(f[1] for f in kids)
 rows = collections.Counter()
 for r in d["rows"]:
     if re.match(r"e2e_v\d_hot$", r["symbol"]) and r["path"].endswith("/libe2e.so"):
@@ -1416,6 +1439,13 @@ t_flamegraph_svg_of_the_replace_scenario() {
 	flame_check "$W/flame.svg" "$W/flame.json"
 	grep -q '<script' "$W/flame.svg" && ! grep -qE '(href|src)="(https?:)?//' "$W/flame.svg" ||
 		fail "the picture is not self-contained"
+	# Its script (click to zoom, reset, search), run by node against a
+	# stand-in for the browser's DOM (tests/e2e/flamegraph_js.js).
+	if command -v node >/dev/null; then
+		node "$HERE/e2e/flamegraph_js.js" "$W/flame.svg" e2e_v2_hot 'e2e_v[12]_hot|e2e_lib_hot'
+	else
+		echo "NOTE: node not installed: the picture's script was not run"
+	fi
 	# Without call chains: the flat profile, one level, said in the title.
 	"$READER_BIN" record -q -F 2000 -o "$W/flat.data" --buildid-dir "$cache" -- "$W/prog" 300
 	"$READER_BIN" report -i "$W/flat.data" --buildid-dir "$cache" --format json >"$W/flat.json"
@@ -1458,7 +1488,8 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
        t_perf_reads_our_file t_we_read_perf_files t_perf_system_wide_file_of_a_replaced_library
        t_pprof_export_reads_in_go_pprof t_pprof_needs_an_output
-       t_jit_code_named_from_its_perf_map t_flamegraph_svg_of_the_replace_scenario
+       t_jit_code_named_from_its_perf_map t_jit_map_that_is_a_symlink_is_refused
+       t_flamegraph_svg_of_the_replace_scenario
        t_report_controls_match_perf t_script_matches_perf_script t_buildid_list_matches_perf
        t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process

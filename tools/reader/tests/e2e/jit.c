@@ -17,7 +17,14 @@
  * reading closed: IN_CLOSE_NOWRITE; the file is written under another name
  * and renamed into place, so what is read is whole).  Then it deletes the
  * map and exits: only a copy taken while it ran can name the code.  If no
- * one reads the map within 60 s of wall time it fails (exit 3). */
+ * one reads the map within 60 s of wall time it fails (exit 3).
+ *
+ *   jit CPU_MS symlink
+ *
+ * Writes the map to /tmp/perf-PID.map.target and makes /tmp/perf-PID.map a
+ * symlink to it, runs for CPU_MS and exits leaving both (the caller removes
+ * them): a profiler must refuse the symlink, at the latest when it reads
+ * the map at the process's exit. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -64,6 +71,7 @@ __attribute__((noinline)) long e2e_main_hot(long n)
 int main(int argc, char **argv)
 {
 	double ms = argc > 1 ? atof(argv[1]) : 500;
+	int symlinked = argc > 2 && strcmp(argv[2], "symlink") == 0;
 	long page = sysconf(_SC_PAGESIZE);
 	char path[64], tmp[80];
 	typedef long (*hot_fn)(long);
@@ -90,7 +98,7 @@ int main(int argc, char **argv)
 	unnamed = (hot_fn)(uintptr_t)(code + page);
 
 	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
-	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	snprintf(tmp, sizeof(tmp), "%s.%s", path, symlinked ? "target" : "new");
 	f = fopen(tmp, "w");
 	if (f == NULL) {
 		perror("jit: fopen");
@@ -99,9 +107,19 @@ int main(int argc, char **argv)
 	fprintf(f, "%lx 100 e2e_jit_named\n", (unsigned long)(uintptr_t)code);
 	fprintf(f, "this is not a perf map line\n");
 	fprintf(f, "%lx 40 e2e_jit_wrong_file\n", (unsigned long)(uintptr_t)e2e_main_hot);
-	if (fclose(f) != 0 || rename(tmp, path) != 0) {
+	if (fclose(f) != 0 || (symlinked ? symlink(tmp, path) : rename(tmp, path)) != 0) {
 		perror("jit: writing the map");
 		return 2;
+	}
+	if (symlinked) {
+		end = cpu_ms() + ms;
+		while (cpu_ms() < end) {
+			s += named(200000);
+			s += e2e_main_hot(200000);
+		}
+		printf("jit: pid %d, code at %p, map is a symlink to %s\n", (int)getpid(),
+		       (void *)code, tmp);
+		return s == 42;
 	}
 	in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (in < 0 || inotify_add_watch(in, path, IN_CLOSE_NOWRITE) < 0) {
