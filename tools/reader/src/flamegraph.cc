@@ -352,17 +352,17 @@ class Renderer {
       fm.build_id = k.build_id;
       fm.source = k.source;
       std::string tag = FileTag(fm);
-      tag = tag.substr(1, tag.size() - 2);
+      tag = fmt::format("{}: {}", tag.substr(1, tag.size() - 2), samples);
       out_ += fmt::format(
           "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" "
-          "y=\"{}\">{} ({} sample{} as leaf)</text>\n",
-          Num(x), Num(y), palette_.Of(k).Css(), Num(x + 16), Num(y + 10.5), Xml(tag), samples,
-          samples == 1 ? "" : "s");
+          "y=\"{}\"><title>{}</title>{}</text>\n",
+          Num(x), Num(y), palette_.Of(k).Css(), Num(x + 16), Num(y + 10.5), Xml(tag),
+          Xml(Fit(tag, column - 24)));
     }
     out_ += "</g>\n";
-    std::string note;
+    std::string note = "Colours: one per build-id.  Legend: files by samples in their code (leaf frames). ";
     if (files_.size() > entries)
-      note = fmt::format("{} more files not in the legend. ", files_.size() - entries);
+      note += fmt::format("{} more files not in the legend. ", files_.size() - entries);
     if (omitted_ != 0)
       note += fmt::format("{} frames narrower than {} px not drawn.", omitted_, Num(o_.min_frame_width));
     out_ += fmt::format("<text id=\"note\" x=\"{}\" y=\"{}\">{}</text>\n", Num(kPad),

@@ -547,6 +547,12 @@ class PerfMapWatchTest : public EnricherTest {
     return EncodeMmap(m, kFormat);
   }
   size_t Asks() const { return system_.perf_map_asks.size(); }
+  // The name the capture's map of `pid` has for `address` ("(none)").
+  std::string NameAt(uint32_t pid, uint64_t address) const {
+    const PerfMap* map = maps_.Find(pid);
+    const PerfMapEntry* e = map != nullptr ? map->Find(address) : nullptr;
+    return e != nullptr ? e->name : "(none)";
+  }
 
   PerfMaps maps_;
 };
@@ -563,13 +569,13 @@ TEST_F(PerfMapWatchTest, TheLastVersionSeenWinsAndADeletedMapIsKept) {
   EXPECT_EQ(Asks(), 0u);  // read on the tick, not on the record's path
   enricher_->PollPerfMaps();
   ASSERT_NE(maps_.Find(kPid), nullptr);
-  EXPECT_EQ(maps_.Find(kPid)->Find(0x10000)->name, "first");
+  EXPECT_EQ(NameAt(kPid, 0x10000), "first");
   EXPECT_EQ(maps_.Find(kPid)->taken(), PerfMapTaken::kRunning);
   enricher_->PollPerfMaps();  // unchanged: not read again
   ASSERT_EQ(Asks(), 2u);
   EXPECT_TRUE(system_.perf_map_asks[1].with_stamp);  // asked with the stamp of the version read
   enricher_->PollPerfMaps();  // the JIT appended
-  EXPECT_EQ(maps_.Find(kPid)->Find(0x10000)->name, "second");
+  EXPECT_EQ(NameAt(kPid, 0x10000), "second");
   EXPECT_EQ(enricher_->stats().perf_map_reads, 2u);
   // Another thread's exit is not the process's.
   auto out = Feed(Exit(kPid, kPid + 1));
@@ -581,7 +587,7 @@ TEST_F(PerfMapWatchTest, TheLastVersionSeenWinsAndADeletedMapIsKept) {
   EXPECT_EQ(out.size(), 1u);
   EXPECT_EQ(Asks(), 4u);
   ASSERT_NE(maps_.Find(kPid), nullptr);
-  EXPECT_EQ(maps_.Find(kPid)->Find(0x10010)->name, "second");
+  EXPECT_EQ(NameAt(kPid, 0x10010), "second");
   EXPECT_EQ(maps_.Find(kPid)->taken(), PerfMapTaken::kRunning);
   // Exited: neither polled nor read at the end.
   enricher_->PollPerfMaps();
@@ -603,7 +609,7 @@ TEST_F(PerfMapWatchTest, TakenAtExitOrAtTheEnd) {
   EXPECT_EQ(maps_.Find(kPid)->taken(), PerfMapTaken::kExit);
   ASSERT_NE(maps_.Find(kPid + 1), nullptr);
   EXPECT_EQ(maps_.Find(kPid + 1)->taken(), PerfMapTaken::kEnd);
-  EXPECT_EQ(maps_.Find(kPid + 1)->Find(0x10000)->name, "at_end");
+  EXPECT_EQ(NameAt(kPid + 1, 0x10000), "at_end");
 }
 
 TEST_F(PerfMapWatchTest, FileBackedMappingsAndMappingsWithABuildIdAreNotWatched) {
@@ -633,7 +639,7 @@ TEST_F(PerfMapWatchTest, RefusalsAreKeptOnceAndWhatWasReadStays) {
   ASSERT_EQ(maps_.refusals().size(), 1u);
   EXPECT_EQ(maps_.refusals()[0].reason, why);
   ASSERT_NE(maps_.Find(kPid), nullptr);
-  EXPECT_EQ(maps_.Find(kPid)->Find(0x10000)->name, "good");
+  EXPECT_EQ(NameAt(kPid, 0x10000), "good");
 }
 
 TEST_F(PerfMapWatchTest, APidInUseAgainAfterItsExitIsWatchedAgain) {
@@ -832,6 +838,7 @@ TEST_F(SynthesisTest, AnonymousExecutableMemoryIsSynthesizedAsJitCodeAndWatched)
   enricher_->FinishPerfMaps();
   ASSERT_NE(maps.Find(kPid), nullptr);
   EXPECT_EQ(maps.Find(kPid)->taken(), PerfMapTaken::kEnd);
+  ASSERT_NE(maps.Find(kPid)->Find(0x10010), nullptr);
   EXPECT_EQ(maps.Find(kPid)->Find(0x10010)->name, "jit_hot");
 }
 

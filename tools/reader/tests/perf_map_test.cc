@@ -137,11 +137,15 @@ TEST(PerfMapTest, TheLastLineCoveringAnAddressWins) {
   EXPECT_EQ(name(0x3010), "(none)");
   // A later line covering several earlier ones takes all of them.
   PerfMap over(ParsePerfMap("10 10 a\n20 10 b\n30 10 c\n18 20 d\n"), PerfMapTaken::kEnd, 0);
-  EXPECT_EQ(over.Find(0x17)->name, "a");
-  EXPECT_EQ(over.Find(0x18)->name, "d");
-  EXPECT_EQ(over.Find(0x2f)->name, "d");
-  EXPECT_EQ(over.Find(0x37)->name, "d");
-  EXPECT_EQ(over.Find(0x38)->name, "c");
+  auto over_name = [&](uint64_t a) {
+    const PerfMapEntry* e = over.Find(a);
+    return e != nullptr ? e->name : std::string("(none)");
+  };
+  EXPECT_EQ(over_name(0x17), "a");
+  EXPECT_EQ(over_name(0x18), "d");
+  EXPECT_EQ(over_name(0x2f), "d");
+  EXPECT_EQ(over_name(0x37), "d");
+  EXPECT_EQ(over_name(0x38), "c");
 }
 
 TEST(PerfMapTest, JsonRoundTripAndMistypedFieldsAreSkipped) {
@@ -158,6 +162,7 @@ TEST(PerfMapTest, JsonRoundTripAndMistypedFieldsAreSkipped) {
   EXPECT_EQ(m->bytes(), 33u);
   EXPECT_EQ(m->skipped_lines(), 1u);
   ASSERT_EQ(m->entries().size(), 2u);
+  ASSERT_NE(m->Find(0x2010), nullptr);
   EXPECT_EQ(m->Find(0x2010)->name, "g h");
   ASSERT_EQ(back.refusals().size(), 1u);
   EXPECT_EQ(back.refusals()[0].pid, 43u);
