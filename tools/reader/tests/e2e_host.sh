@@ -1339,6 +1339,30 @@ print("NOTE: %d samples on e2e_jit_named, %d on JIT code no line names, %d on e2
 PY
 }
 
+t_jit_code_of_a_running_pid() {
+	# record -p on a process whose JIT code and map exist already: its
+	# anonymous executable mapping is synthesized from /proc/PID/maps (as
+	# perf does) and its map read while it runs.
+	E2E_GO_FILE=$W/jitp.go "$W/jit" 300 >"$W/jitp.out" & local pid=$! i
+	for ((i = 0; i < 3000; i++)); do
+		[ -e "/tmp/perf-$pid.map" ] && break
+		alive $pid || fail "jit exited before it wrote its map"
+		sleep 0.1
+	done
+	[ -e "/tmp/perf-$pid.map" ] || fail "jit wrote no map within 300 s"
+	start_recorder jitp -q -p $pid -o "$W/jitp.data" --buildid-dir "$W/jit.cache"
+	touch "$W/jitp.go"
+	local rc=0
+	finish $rec_pid || rc=$?
+	wait $pid || { cat "$W/jitp.out"; fail "jit failed"; }
+	[ $rc -eq 0 ] || fail "record -p exited $rc"
+	"$READER_BIN" report -i "$W/jitp.data" --buildid-dir "$W/jit.cache" --format json >"$W/jitp.json"
+	"$READER_BIN" report -i "$W/jitp.data" --buildid-dir "$W/jit.cache" | head -n 8
+	json_check "$W/jitp.json" "len(find('e2e_jit_named')) == 1 and find('e2e_jit_named')[0]['source'] == 'perf-map'"
+	json_check "$W/jitp.json" "any(m['pid'] == $pid and m['path'] == '//anon' and m['source'] == 'perf-map' for m in d['capture']['mappings'])"
+	json_check "$W/jitp.json" "[m['pid'] for m in d['capture']['perf_maps']] == [$pid]"
+}
+
 t_jit_map_that_is_a_symlink_is_refused() {
 	# /tmp/perf-PID.map a symlink (to a file of the process's own, even):
 	# record runs as root and follows no link in /tmp.  The program leaves
@@ -1488,7 +1512,7 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
        t_perf_reads_our_file t_we_read_perf_files t_perf_system_wide_file_of_a_replaced_library
        t_pprof_export_reads_in_go_pprof t_pprof_needs_an_output
-       t_jit_code_named_from_its_perf_map t_jit_map_that_is_a_symlink_is_refused
+       t_jit_code_named_from_its_perf_map t_jit_code_of_a_running_pid t_jit_map_that_is_a_symlink_is_refused
        t_flamegraph_svg_of_the_replace_scenario
        t_report_controls_match_perf t_script_matches_perf_script t_buildid_list_matches_perf
        t_attach_to_running_pid

@@ -24,7 +24,11 @@
  * Writes the map to /tmp/perf-PID.map.target and makes /tmp/perf-PID.map a
  * symlink to it, runs for CPU_MS and exits leaving both (the caller removes
  * them): a profiler must refuse the symlink, at the latest when it reads
- * the map at the process's exit. */
+ * the map at the process's exit.
+ *
+ * With E2E_GO_FILE set it first runs hot in the same code, map written,
+ * until that file exists (at most 300 s, then it fails): a test attaches
+ * a profiler to the running process (-p) and then says go. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -127,6 +131,25 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (getenv("E2E_GO_FILE")) {
+		const char *go = getenv("E2E_GO_FILE");
+		double go_give_up = wall_s() + 300;
+
+		while (access(go, F_OK) != 0) {
+			char buf[4096] __attribute__((aligned(8)));
+
+			if (wall_s() > go_give_up) {
+				fprintf(stderr, "jit: %s never appeared\n", go);
+				unlink(path);
+				return 3;
+			}
+			s += named(200000);
+			s += unnamed(200000);
+			s += e2e_main_hot(200000);
+			if (!seen && read(in, buf, sizeof(buf)) > 0)
+				seen = 1;
+		}
+	}
 	end = cpu_ms() + ms;
 	give_up = wall_s() + 60;
 	while (cpu_ms() < end || !seen) {
