@@ -71,10 +71,20 @@ void Enricher::WatchPerfMap(uint32_t pid) {
   if (options_.perf_maps == nullptr) return;
   auto [it, inserted] = perf_map_watch_.try_emplace(pid);
   PerfMapWatch& w = it->second;
-  if (!inserted && !w.exited) return;
-  // New, or a pid that exited and is in use again: whose file it is now is
-  // the new process's uid's question.
-  w = PerfMapWatch{system_.ProcessOwner(static_cast<pid_t>(pid)), std::nullopt, false};
+  if (inserted) {
+    w.owner = system_.ProcessOwner(static_cast<pid_t>(pid));
+    return;
+  }
+  if (!w.exited || w.reused) return;
+  // A pid that exited and is in use again by another process.  The capture
+  // keeps one map per pid and the report looks JIT code up by pid: either
+  // process's code would get the other's names.  Neither gets any.
+  w.reused = true;
+  options_.perf_maps->Forget(pid);
+  options_.perf_maps->Refuse(
+      pid, fmt::format("/tmp/{}: pid {} was used by two processes with JIT code during the "
+                       "capture; one map cannot tell their code apart",
+                       PerfMapFileName(pid), pid));
 }
 
 void Enricher::TakePerfMap(uint32_t pid, PerfMapWatch& w, PerfMapTaken when) {

@@ -18,6 +18,9 @@
 //     when the process exits (its main thread's EXIT record) and at the end
 //     for those still running (FinishPerfMaps).  The last read wins, so a
 //     map deleted before the process exits is kept as it was last seen.
+//     A pid that two processes with JIT code used during the capture has
+//     no map: the capture holds one map per pid, which would name one
+//     process's code with the other's names.
 // Records are otherwise handed on unchanged and in the order they came.
 //
 // Contract: one thread.  The span passed to the next sink is valid during
@@ -127,6 +130,9 @@ class Enricher final : public CaptureSink {
     std::optional<PerfMapOwner> owner;  // read when the watch began
     std::optional<PerfMapStamp> stamp;  // of the version last read
     bool exited = false;
+    // The pid was used by a second process during the capture: never read
+    // again (see WatchPerfMap).
+    bool reused = false;
   };
   // A mapping a JIT map may name: watch its process's map.
   void WatchPerfMap(uint32_t pid);

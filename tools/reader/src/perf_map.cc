@@ -169,6 +169,13 @@ PerfMap* PerfMaps::FindMutable(uint32_t pid) {
   return it == maps_.end() ? nullptr : &it->second;
 }
 
+void PerfMaps::Forget(uint32_t pid) {
+  auto it = maps_.find(pid);
+  if (it == maps_.end()) return;
+  bytes_ -= it->second.bytes();
+  maps_.erase(it);
+}
+
 void PerfMaps::Refuse(uint32_t pid, std::string reason) {
   for (const PerfMapRefusal& r : refusals_)
     if (r.pid == pid && r.reason == reason) return;

@@ -122,6 +122,8 @@ class PerfMaps {
   void Set(uint32_t pid, PerfMap map);
   const PerfMap* Find(uint32_t pid) const;
   PerfMap* FindMutable(uint32_t pid);
+  // Drops the map of `pid`, if any: it names nothing.
+  void Forget(uint32_t pid);
   // Once per (pid, reason).
   void Refuse(uint32_t pid, std::string reason);
 

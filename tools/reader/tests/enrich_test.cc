@@ -642,21 +642,26 @@ TEST_F(PerfMapWatchTest, RefusalsAreKeptOnceAndWhatWasReadStays) {
   EXPECT_EQ(NameAt(kPid, 0x10000), "good");
 }
 
-TEST_F(PerfMapWatchTest, APidInUseAgainAfterItsExitIsWatchedAgain) {
+TEST_F(PerfMapWatchTest, APidInUseAgainAfterItsExitNamesTheJitCodeOfNeither) {
+  // One map per pid in the capture: the first process's samples would be
+  // named by the second's map (or the second's by the first's).
   system_.owners[kPid] = {1000, 1000};
-  system_.perf_map_reads[kPid] = {Outcome(PerfMapRead::Outcome::kMissing), Read("10000 10 new\n")};
+  system_.perf_map_reads[kPid] = {Read("10000 10 old\n"), Read("10000 10 new\n")};
   MakeWatching();
   Feed(Anon(kPid));
+  enricher_->PollPerfMaps();
+  EXPECT_EQ(NameAt(kPid, 0x10000), "old");
   Feed(Exit(kPid, kPid));
   system_.owners[kPid] = {2000, 2000};
-  Feed(Anon(kPid));
+  Feed(Anon(kPid));  // another process, the same pid
+  enricher_->PollPerfMaps();
   enricher_->FinishPerfMaps();
-  ASSERT_NE(maps_.Find(kPid), nullptr);
-  EXPECT_EQ(maps_.Find(kPid)->taken(), PerfMapTaken::kEnd);
-  ASSERT_EQ(Asks(), 2u);
-  EXPECT_EQ(system_.perf_map_asks[0].ruid, 1000);
-  EXPECT_EQ(system_.perf_map_asks[1].ruid, 2000);  // the new process's owner
-  EXPECT_FALSE(system_.perf_map_asks[1].with_stamp);
+  EXPECT_EQ(maps_.Find(kPid), nullptr);
+  EXPECT_EQ(NameAt(kPid, 0x10000), "(none)");
+  ASSERT_EQ(maps_.refusals().size(), 1u);
+  EXPECT_NE(maps_.refusals()[0].reason.find("two processes"), std::string::npos)
+      << maps_.refusals()[0].reason;
+  EXPECT_EQ(Asks(), 2u);  // the first process's poll and exit; nothing after the reuse
 }
 
 // -a and -p: a process that existed before the capture.
