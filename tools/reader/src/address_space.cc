@@ -29,6 +29,7 @@ const char* SymbolStatusName(SymbolStatus status) {
     case SymbolStatus::kHypervisor: return "hypervisor";
     case SymbolStatus::kNoPerfMap: return "no_perf_map";
     case SymbolStatus::kNoPerfMapEntry: return "no_perf_map_entry";
+    case SymbolStatus::kPerfMapAmbiguous: return "perf_map_ambiguous";
   }
   return "?";
 }

@@ -51,6 +51,8 @@ enum class SymbolStatus : uint8_t {
   // JIT code (MappedObject::jit_pid): named by its process's perf map,
   kNoPerfMap,       // but the capture has no perf map of that process
   kNoPerfMapEntry,  // but no line of the map covers the address
+  kPerfMapAmbiguous,  // but lines with different names cover the address
+                      // (the JIT put new code there): which ran is not known
 };
 const char* SymbolStatusName(SymbolStatus status);
 

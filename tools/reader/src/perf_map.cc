@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -142,13 +145,50 @@ PerfMap::PerfMap(PerfMapText text, PerfMapTaken taken, uint64_t bytes)
     }
     index_[s] = {e, i};
   }
+  // Where lines of more than one name overlap: a sweep over the lines'
+  // ends, counting the lines of each name that cover each stretch.
+  std::unordered_map<std::string_view, uint32_t> name_ids;
+  std::vector<std::tuple<uint64_t, int, uint32_t>> edges;  // (address, +1/-1, name)
+  edges.reserve(entries_.size() * 2);
+  for (const PerfMapEntry& e : entries_) {
+    const uint32_t id = name_ids.try_emplace(e.name, static_cast<uint32_t>(name_ids.size())).first->second;
+    edges.emplace_back(e.start, 1, id);
+    edges.emplace_back(e.start + e.size, -1, id);
+  }
+  std::sort(edges.begin(), edges.end());
+  std::vector<uint32_t> covering(name_ids.size(), 0);
+  size_t names = 0;  // with covering[id] > 0
+  for (size_t k = 0; k < edges.size();) {
+    const uint64_t at = std::get<0>(edges[k]);
+    for (; k < edges.size() && std::get<0>(edges[k]) == at; ++k) {
+      uint32_t& c = covering[std::get<2>(edges[k])];
+      if (std::get<1>(edges[k]) > 0) {
+        if (c++ == 0) ++names;
+      } else if (--c == 0) {
+        --names;
+      }
+    }
+    if (names < 2 || k == edges.size()) continue;
+    const uint64_t next = std::get<0>(edges[k]);
+    if (!several_names_.empty() && std::prev(several_names_.end())->second == at) {
+      std::prev(several_names_.end())->second = next;  // continues the last stretch
+    } else {
+      several_names_[at] = next;
+    }
+  }
+}
+
+bool PerfMap::SeveralNames(uint64_t address) const {
+  auto it = several_names_.upper_bound(address);
+  if (it == several_names_.begin()) return false;
+  return address < std::prev(it)->second;
 }
 
 const PerfMapEntry* PerfMap::Find(uint64_t address) const {
   auto it = index_.upper_bound(address);
   if (it == index_.begin()) return nullptr;
   --it;
-  if (address >= it->second.first) return nullptr;
+  if (address >= it->second.first || SeveralNames(address)) return nullptr;
   return &entries_[it->second.second];
 }
 

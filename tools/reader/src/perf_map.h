@@ -20,9 +20,10 @@
 //
 // Contract: ParsePerfMap() takes any bytes: a malformed line is skipped and
 // counted, never fatal.  Names are kept printable (see PrintableUtf8).  A
-// PerfMap answers for an address with the last line of the file that
-// covers it: a JIT that frees code and reuses the memory appends the new
-// code's line after the old one.
+// PerfMap answers for an address covered by lines of one name only: a JIT
+// that frees code and reuses the memory appends the new code's line after
+// the old one, and the map, which has no times, cannot tell which of the
+// two a sample there ran.  Such an address has no name (SeveralNames()).
 #ifndef MMAP3_READER_PERF_MAP_H_
 #define MMAP3_READER_PERF_MAP_H_
 
@@ -88,9 +89,12 @@ class PerfMap {
   PerfMap() = default;
   PerfMap(PerfMapText text, PerfMapTaken taken, uint64_t bytes);
 
-  // The entry covering `address` (the file's last one that does), or null.
-  // The pointer is valid as long as the PerfMap.
+  // The entry covering `address` (the file's last one that does), or null,
+  // also when lines with different names cover it (SeveralNames).  The
+  // pointer is valid as long as the PerfMap.
   const PerfMapEntry* Find(uint64_t address) const;
+  // True if lines with different names cover `address`.
+  bool SeveralNames(uint64_t address) const;
 
   const std::vector<PerfMapEntry>& entries() const { return entries_; }
   uint64_t skipped_lines() const { return skipped_lines_; }
@@ -104,6 +108,8 @@ class PerfMap {
   // Non-overlapping ranges: start -> (end, index into entries_), later
   // entries cut out of earlier ones.
   std::map<uint64_t, std::pair<uint64_t, uint32_t>> index_;
+  // Ranges covered by lines of two or more names: start -> end, disjoint.
+  std::map<uint64_t, uint64_t> several_names_;
   uint64_t skipped_lines_ = 0;
   bool incomplete_ = false;
   PerfMapTaken taken_ = PerfMapTaken::kRunning;

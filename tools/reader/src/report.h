@@ -63,7 +63,9 @@
 // "[hypervisor]"); "no_perf_map" and "no_perf_map_entry", JIT code
 // (anonymous executable memory) of a process whose perf map the capture
 // does not have ("[unknown: no perf map]+0x<address>"), or whose map has no
-// line for the address ("[unknown: not in perf map]+0x<address>").  JIT
+// line for the address ("[unknown: not in perf map]+0x<address>");
+// "perf_map_ambiguous", lines of different names cover it (code replaced:
+// "[unknown: several names in perf map]+0x<address>").  JIT
 // code named by the map has "found", and source "perf-map".
 //   "controls": {"sort": ["comm", "dso", "sym"], "comms": [...], "dsos": [...],
 //                "symbols": [...], "percentage": "absolute" | "relative",

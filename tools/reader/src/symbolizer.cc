@@ -108,6 +108,10 @@ Symbolizer::Symbol Symbolizer::LookupJit(const MappedObject& object, uint64_t ad
   if (map == nullptr)
     return {&Intern(fmt::format("[unknown: no perf map]+{:#x}", address)), SymbolStatus::kNoPerfMap};
   const PerfMapEntry* e = map->Find(address);
+  if (e == nullptr && map->SeveralNames(address)) {
+    return {&Intern(fmt::format("[unknown: several names in perf map]+{:#x}", address)),
+            SymbolStatus::kPerfMapAmbiguous};
+  }
   if (e == nullptr) {
     return {&Intern(fmt::format("[unknown: not in perf map]+{:#x}", address)),
             SymbolStatus::kNoPerfMapEntry};

@@ -13,6 +13,9 @@
 // its process's perf map, given with SetPerfMaps():
 //   "[unknown: no perf map]+0x<address>"       the capture has no map of it
 //   "[unknown: not in perf map]+0x<address>"   no line of the map covers it
+//   "[unknown: several names in perf map]+0x<address>"
+//                                              lines of different names
+//                                              cover it (code replaced)
 // and an object for a guest's or the hypervisor's addresses is named by its
 // path ("[guest.user]", "[hypervisor]", ...), whatever the offset.
 // A file with another build-id is never used.  Results are cached per

@@ -575,7 +575,8 @@ TEST_F(PerfMapWatchTest, TheLastVersionSeenWinsAndADeletedMapIsKept) {
   ASSERT_EQ(Asks(), 2u);
   EXPECT_TRUE(system_.perf_map_asks[1].with_stamp);  // asked with the stamp of the version read
   enricher_->PollPerfMaps();  // the JIT appended
-  EXPECT_EQ(NameAt(kPid, 0x10000), "second");
+  EXPECT_EQ(NameAt(kPid, 0x10010), "second");
+  EXPECT_EQ(NameAt(kPid, 0x10000), "(none)");  // first's or second's: not known
   EXPECT_EQ(enricher_->stats().perf_map_reads, 2u);
   // Another thread's exit is not the process's.
   auto out = Feed(Exit(kPid, kPid + 1));

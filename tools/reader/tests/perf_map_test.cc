@@ -112,39 +112,44 @@ TEST(ParsePerfMapTest, RandomBytesNeverCrashAndEveryEntryIsValid) {
 
 // --- lookups ----------------------------------------------------------------
 
-TEST(PerfMapTest, TheLastLineCoveringAnAddressWins) {
-  // A JIT frees code and reuses the memory: the new code's line comes later.
+TEST(PerfMapTest, AnAddressCoveredByLinesOfSeveralNamesHasNone) {
+  // A JIT frees code and reuses the memory: the new code's line comes
+  // later, and which of the two ran at a given time the map cannot say.
   PerfMap map(ParsePerfMap("1000 100 old_big\n"
                            "1040 20 new_middle\n"
                            "10f0 20 new_across_the_end\n"
+                           "3000 10 alone\n"
                            "3000 10 alone\n"),
               PerfMapTaken::kExit, 0);
   auto name = [&](uint64_t a) {
     const PerfMapEntry* e = map.Find(a);
-    return e != nullptr ? e->name : std::string("(none)");
+    if (e != nullptr) EXPECT_FALSE(map.SeveralNames(a)) << a;
+    return e != nullptr ? e->name : map.SeveralNames(a) ? "(several)" : "(none)";
   };
   EXPECT_EQ(name(0xfff), "(none)");
   EXPECT_EQ(name(0x1000), "old_big");
   EXPECT_EQ(name(0x103f), "old_big");
-  EXPECT_EQ(name(0x1040), "new_middle");
-  EXPECT_EQ(name(0x105f), "new_middle");
-  EXPECT_EQ(name(0x1060), "old_big");  // the old one's tail is still its
+  EXPECT_EQ(name(0x1040), "(several)");
+  EXPECT_EQ(name(0x105f), "(several)");
+  EXPECT_EQ(name(0x1060), "old_big");  // only the old line ever covered it
   EXPECT_EQ(name(0x10ef), "old_big");
-  EXPECT_EQ(name(0x10f0), "new_across_the_end");
+  EXPECT_EQ(name(0x10f0), "(several)");
+  EXPECT_EQ(name(0x10ff), "(several)");
+  EXPECT_EQ(name(0x1100), "new_across_the_end");
   EXPECT_EQ(name(0x110f), "new_across_the_end");
   EXPECT_EQ(name(0x1110), "(none)");
-  EXPECT_EQ(name(0x3000), "alone");
+  EXPECT_EQ(name(0x3000), "alone");  // one name, twice
   EXPECT_EQ(name(0x3010), "(none)");
-  // A later line covering several earlier ones takes all of them.
+  // A later line covering several earlier ones.
   PerfMap over(ParsePerfMap("10 10 a\n20 10 b\n30 10 c\n18 20 d\n"), PerfMapTaken::kEnd, 0);
   auto over_name = [&](uint64_t a) {
     const PerfMapEntry* e = over.Find(a);
-    return e != nullptr ? e->name : std::string("(none)");
+    return e != nullptr ? e->name : over.SeveralNames(a) ? "(several)" : "(none)";
   };
   EXPECT_EQ(over_name(0x17), "a");
-  EXPECT_EQ(over_name(0x18), "d");
-  EXPECT_EQ(over_name(0x2f), "d");
-  EXPECT_EQ(over_name(0x37), "d");
+  EXPECT_EQ(over_name(0x18), "(several)");
+  EXPECT_EQ(over_name(0x2f), "(several)");
+  EXPECT_EQ(over_name(0x37), "(several)");
   EXPECT_EQ(over_name(0x38), "c");
 }
 
@@ -359,6 +364,39 @@ const ReportRow* Row(const ReportModel& m, const std::string& symbol) {
 constexpr uint64_t kFile = 0x7f0000000000;   // a file-backed mapping
 constexpr uint64_t kAnon = 0x7f1000000000;   // anonymous executable memory
 constexpr uint64_t kHeap = 0x560000000000;
+
+TEST(PerfMapReportTest, CodeRewrittenAtOneAddressIsNotNamedByTheLastLine) {
+  // The JIT replaced the code at kAnon (its map says so with a second line):
+  // one map, no times, so a sample there may be the old code or the new.
+  // Neither name is given; the code only the new line covers is named.
+  PerfMaps maps;
+  maps.Set(10, PerfMap(ParsePerfMap(fmt::format("{:x} 100 old_code\n"
+                                                "{:x} 200 new_code\n"
+                                                "{:x} 100 same_name\n"
+                                                "{:x} 100 same_name\n",
+                                                kAnon, kAnon, kAnon + 0x400, kAnon + 0x400)),
+                       PerfMapTaken::kExit, 100));
+  Profile p({});
+  p.SetFormat(kFormat);
+  p.Process(Comm(10, "java"));
+  p.Process(Mmap(10, kAnon, 0x1000, "//anon"));
+  p.Process(Sample(10, kAnon + 0x10));   // before or after the rewrite: not known
+  p.Process(Sample(10, kAnon + 0x110));  // only new_code ever covered it
+  p.Process(Sample(10, kAnon + 0x410));  // the same line twice: one name
+  DsoStore store(SymbolSearch{});
+  Symbolizer symbolizer(store);
+  symbolizer.SetPerfMaps(&maps);
+  const ReportModel m = p.BuildReport(symbolizer, "t");
+  const ReportRow* rewritten =
+      Row(m, fmt::format("[unknown: several names in perf map]+{:#x}", kAnon + 0x10));
+  ASSERT_NE(rewritten, nullptr);
+  EXPECT_EQ(rewritten->symbol_status, SymbolStatus::kPerfMapAmbiguous);
+  ASSERT_NE(Row(m, "new_code"), nullptr);
+  EXPECT_EQ(Row(m, "new_code")->samples, 1u);
+  EXPECT_EQ(Row(m, "old_code"), nullptr);
+  ASSERT_NE(Row(m, "same_name"), nullptr);
+  EXPECT_STREQ(SymbolStatusName(SymbolStatus::kPerfMapAmbiguous), "perf_map_ambiguous");
+}
 
 TEST(PerfMapReportTest, OnlyJitMappingsOfTheMapsOwnProcessAreNamedFromIt) {
   // Process 10's map covers its file-backed mapping, its [heap] and a
