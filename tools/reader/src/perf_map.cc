@@ -367,6 +367,14 @@ PerfMapRead ReadPerfMapAt(int dir, const std::string& name, const std::string& s
                       : fmt::format("owned by uid {}, not by the process's uids {}/{} or root",
                                     st.st_uid, owner->ruid, owner->euid));
   }
+  // A second of slack: the start time is worked out from clock ticks and
+  // the boot time, the file's from the real-time clock.
+  if (owner->started_sec && st.st_mtim.tv_sec < *owner->started_sec - 1) {
+    return refuse(fmt::format(
+        "last written before the process started (at {} s, the process at {} s): an earlier "
+        "process's map with the same pid",
+        st.st_mtim.tv_sec, *owner->started_sec));
+  }
   if (st.st_nlink != 1)
     return refuse(fmt::format("{} hard links (a link to another file?)", st.st_nlink));
   if (st.st_mode & S_IWOTH) return refuse("writable by every user");

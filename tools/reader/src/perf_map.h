@@ -14,7 +14,8 @@
 // user.  A map is read only if it is a regular file reached without
 // following a symlink (O_PATH|O_NOFOLLOW, then fstat of that very inode),
 // owned by the process's real or effective uid or by root, with one link
-// (not a hard link to another file), not writable by others, and at most
+// (not a hard link to another file), not writable by others, last written
+// after the process started (when its start is known), and at most
 // kPerfMapMaxBytes long.  Anything else is refused with the reason, never
 // read; the report says so.
 //
@@ -154,6 +155,10 @@ class PerfMaps {
 // Who may have written a process's map besides root.
 struct PerfMapOwner {
   uint32_t ruid = 0, euid = 0;
+  // When the process started (CLOCK_REALTIME, seconds, rounded down), if
+  // known: a map last written a second or more before is an earlier
+  // process's with the same pid, and is refused.
+  std::optional<int64_t> started_sec;
 };
 
 // What identifies a version of the file, to read it again only if it changed.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fixtures.h"
+#include "live_system.h"
 #include "profile.h"
 #include "record_writer.h"
 
@@ -255,6 +256,40 @@ TEST_F(ReadPerfMapTest, AnotherUsersFileIsRefused) {
   EXPECT_NE(r.reason.find("/tmp/perf-1.map"), std::string::npos) << r.reason;
   // And any file when the process's uid is not known.
   EXPECT_EQ(Read("perf-1.map", std::nullopt).outcome, Outcome::kRefused);
+}
+
+TEST_F(ReadPerfMapTest, AMapLastWrittenBeforeTheProcessStartedIsRefused) {
+  // An earlier process with the same pid and uid left its map in /tmp: its
+  // names are of other code.  A file the process has not written since it
+  // started is not its map.
+  const std::string path = Write("perf-1.map", "1000 10 earlier_process\n");
+  const timespec times[2] = {{1000000, 0}, {1000000, 0}};  // 1970-01-12
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  PerfMapOwner owner = Owner();
+  owner.started_sec = 2000000;
+  const PerfMapRead r = Read("perf-1.map", owner);
+  EXPECT_EQ(r.outcome, Outcome::kRefused);
+  EXPECT_TRUE(r.text.empty());
+  EXPECT_NE(r.reason.find("before the process started"), std::string::npos) << r.reason;
+  // Written after the start (or the start not known): read.
+  owner.started_sec = 1000000;
+  EXPECT_EQ(Read("perf-1.map", owner).outcome, Outcome::kRead);
+  owner.started_sec.reset();
+  EXPECT_EQ(Read("perf-1.map", owner).outcome, Outcome::kRead);
+}
+
+TEST(ProcessOwnerTest, ThisProcessStartedBeforeNowAndAfterThisTestBinaryWasBuilt) {
+  ProcLiveSystem system;
+  const auto owner = system.ProcessOwner(getpid());
+  ASSERT_TRUE(owner.has_value());
+  EXPECT_EQ(owner->ruid, getuid());
+  ASSERT_TRUE(owner->started_sec.has_value());
+  struct stat exe;
+  ASSERT_EQ(stat("/proc/self/exe", &exe), 0);
+  const int64_t now = time(nullptr);
+  EXPECT_LE(*owner->started_sec, now);
+  // Rounded down by at most 2 s; the binary was linked before it ran.
+  EXPECT_GE(*owner->started_sec + 3, static_cast<int64_t>(exe.st_mtim.tv_sec));
 }
 
 TEST_F(ReadPerfMapTest, ASymlinkIsRefusedAndNotFollowed) {
