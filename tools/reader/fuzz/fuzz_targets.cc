@@ -18,8 +18,11 @@
 #include <variant>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "commands.h"
 #include "elf_file.h"
+#include "flamegraph.h"
 #include "perf_data.h"
 #include "pprof.h"
 #include "record.h"
@@ -225,6 +228,16 @@ void CheckModel(const ReportModel& m, uint64_t file_size, bool callchains) {
   FUZZ_CHECK(by_leaf == by_row, "pprof leaves differ from the report's rows");
   auto pprof = EncodePprof(m);
   FUZZ_CHECK(pprof.ok(), pprof.status().ToString());
+  // The flame graph of the same model: every sample in the root, and
+  // nothing but printable UTF-8 and newlines (names are file contents).
+  const std::string svg = RenderFlamegraph(m);
+  FUZZ_CHECK(svg.ends_with("</svg>\n"), "the flame graph is cut short");
+  for (unsigned char c : svg) FUZZ_CHECK(c >= 0x20 || c == '\n', "a control byte in the flame graph");
+  if (m.samples != 0) {
+    FUZZ_CHECK(svg.find(fmt::format("<g data-depth=\"0\" data-samples=\"{}\">", m.samples)) !=
+                   std::string::npos,
+               "the flame graph's root does not hold every sample");
+  }
 }
 
 // Returns whether the report succeeded.

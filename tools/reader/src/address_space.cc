@@ -13,6 +13,7 @@ const char* BuildIdSourceName(BuildIdSource source) {
     case BuildIdSource::kPerfHeader: return "perf_header_unverified";
     case BuildIdSource::kKernelNotes: return "kernel_notes";
     case BuildIdSource::kVdso: return "vdso";
+    case BuildIdSource::kPerfMap: return "perf-map";
   }
   return "?";
 }
@@ -26,6 +27,9 @@ const char* SymbolStatusName(SymbolStatus status) {
     case SymbolStatus::kNoMapping: return "no_mapping";
     case SymbolStatus::kGuest: return "guest";
     case SymbolStatus::kHypervisor: return "hypervisor";
+    case SymbolStatus::kNoPerfMap: return "no_perf_map";
+    case SymbolStatus::kNoPerfMapEntry: return "no_perf_map_entry";
+    case SymbolStatus::kPerfMapAmbiguous: return "perf_map_ambiguous";
   }
   return "?";
 }

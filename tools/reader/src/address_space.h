@@ -31,8 +31,11 @@ enum class BuildIdSource : uint8_t {
                  // path when recording ended, not when the file was mapped
   kKernelNotes,  // the kernel image and modules: /sys/kernel/notes, /sys/module/*/notes
   kVdso,         // read by us from the process's [vdso] mapping (/proc/PID/mem)
+  kPerfMap,      // no build-id: JIT code (anonymous executable memory) of a
+                 // process whose perf map (/tmp/perf-PID.map) the capture
+                 // holds; its symbols come from that map ("perf-map")
 };
-inline constexpr int kBuildIdSourceCount = 7;
+inline constexpr int kBuildIdSourceCount = 8;
 const char* BuildIdSourceName(BuildIdSource source);
 
 // Whether a location got a symbol name, and if not, why.
@@ -45,6 +48,11 @@ enum class SymbolStatus : uint8_t {
   kNoMapping,  // the address is in no known mapping
   kGuest,      // a guest's address (AddressOwner::kGuest)
   kHypervisor, // the hypervisor's (AddressOwner::kHypervisor)
+  // JIT code (MappedObject::jit_pid): named by its process's perf map,
+  kNoPerfMap,       // but the capture has no perf map of that process
+  kNoPerfMapEntry,  // but no line of the map covers the address
+  kPerfMapAmbiguous,  // but lines with different names cover the address
+                      // (the JIT put new code there): which ran is not known
 };
 const char* SymbolStatusName(SymbolStatus status);
 
@@ -78,6 +86,12 @@ struct MappedObject {
   // capture's addresses to any kallsyms snapshot.  Empty if not recorded.
   std::string reloc_symbol;
   uint64_t reloc_address = 0;
+  // Anonymous executable memory (or a memfd; IsJitMappingPath) of process
+  // jit_pid, without a build-id: JIT code, named by that process's perf map
+  // (perf_map.h) if the capture has one.  Offsets are addresses, as the map's
+  // are.  -1 for everything else: a file-backed mapping is never named from
+  // a perf map.
+  int64_t jit_pid = -1;
 };
 
 struct Mapping {

@@ -245,6 +245,7 @@ Status Capture::Run(CaptureSink& sink) {
   enrich_options.format = events.format();
   enrich_options.monotonic_clock = events.monotonic_clock();
   enrich_options.cache = options_.cache;
+  enrich_options.perf_maps = &perf_maps_;
   if (options_.target != CaptureOptions::Target::kCommand)
     enrich_options.sideband_ids = events.ids(/*sideband=*/true);
   Enricher enricher(std::move(enrich_options), system_, overrides_, sink);
@@ -307,6 +308,7 @@ Status Capture::Run(CaptureSink& sink) {
         }
         if (!stop) arm_signal();
       } else if (tag == kTagTick) {
+        enricher.PollPerfMaps();
         stats_.elapsed_seconds = elapsed();
         CollectStats(enricher);
         sink.OnTick(stats_);
@@ -349,6 +351,7 @@ Status Capture::Run(CaptureSink& sink) {
   while (drain_all(/*end_round=*/true) != 0) {
   }
   enricher.CheckKernelModules();
+  enricher.FinishPerfMaps();
   stats_.event_lost += events.LostRecords(/*sideband_only=*/false);  // side-band events lose records too
   stats_.elapsed_seconds = elapsed();
   CollectStats(enricher);

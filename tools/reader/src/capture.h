@@ -40,6 +40,7 @@
 #include "child_process.h"
 #include "control.h"
 #include "live_system.h"
+#include "perf_map.h"
 #include "record.h"
 #include "result.h"
 
@@ -86,6 +87,8 @@ class Capture {
   // Where the capture found build-ids itself (map_files, the vDSO).  Filled
   // during Run(); the object lives as long as the Capture.
   const SourceOverrides& overrides() const { return overrides_; }
+  // The JIT maps taken (see enrich.h), complete once Run() has returned.
+  const PerfMaps& perf_maps() const { return perf_maps_; }
   const CaptureStats& stats() const { return stats_; }
   // Exit status of the command (as from waitpid), or -1.
   int command_status() const { return child_.status(); }
@@ -109,6 +112,7 @@ class Capture {
   ProcLiveSystem system_;
   bool command_ended_capture_ = false;
   SourceOverrides overrides_;
+  PerfMaps perf_maps_;
   CaptureStats stats_;
   // Target of the signalfd read kept in flight on the ring; it lives as long
   // as the Capture so a read completing during ring teardown stays harmless.

@@ -75,6 +75,16 @@ class RecordSink : public CaptureSink {
   Status status_;
 };
 
+// What a report says of the JIT maps a capture holds.
+void DescribePerfMaps(const PerfMaps& maps, std::vector<PerfMapSummary>* summaries,
+                      std::vector<PerfMapRefusal>* refused) {
+  for (const auto& [pid, map] : maps.maps()) {
+    summaries->push_back({pid, map.taken(), map.entries().size(), map.bytes(), map.skipped_lines(),
+                          map.incomplete_last_line()});
+  }
+  *refused = maps.refusals();
+}
+
 json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
   json o = json::array();
   overrides.ForEach([&](uint32_t pid, uint64_t start, const BuildId& id, BuildIdSource source) {
@@ -95,6 +105,8 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
   for (const KernelModuleMapping& m : s.changed_kernel_modules)
     changed.push_back({{"path", m.path}, {"start", m.start}});
   meta["kernel_modules_changed"] = changed;
+  // JIT maps: the file is usually gone by the time the capture is read.
+  meta["perf_maps"] = capture.perf_maps().ToJson();
   if (s.startup) {
     meta["startup"] = {{"processes", s.startup->processes},
                        {"seconds", s.startup->seconds},
@@ -288,6 +300,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   result.stats = c.stats();
   result.command_status = c.command_status();
   result.command_ended_capture = c.command_ended_capture();
+  DescribePerfMaps(c.perf_maps(), &result.perf_maps, &result.perf_maps_refused);
   if (cache) {
     cache->Stop();  // copies finish before we symbolize from them
     result.cache = cache->stats();
@@ -303,15 +316,23 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
       table.push_back(std::move(e));
     }
     result.bytes_written = writer->data_size();
-    if (Status s = writer->Finish(table, MetaJson(c, c.overrides()).dump()); !s.ok()) return s;
+    // Names in perf maps are printable UTF-8 (PrintableUtf8); paths are
+    // bytes: replaced rather than thrown on.
+    const std::string meta =
+        MetaJson(c, c.overrides()).dump(-1, ' ', false, json::error_handler_t::replace);
+    if (Status s = writer->Finish(table, meta); !s.ok()) return s;
     return result;
   }
   profile.SetChangedKernelModules(c.stats().changed_kernel_modules);
   DsoStore store(SearchFor(options.cache_dir));
   Symbolizer symbolizer(store);
+  symbolizer.SetPerfMaps(&c.perf_maps());
   result.report = profile.BuildReport(symbolizer, CaptureModeName(c.mode()));
+  result.report.perf_maps = result.perf_maps;
+  result.report.perf_maps_refused = result.perf_maps_refused;
   result.report.symbol_files = SymbolFilesOf(store);
   result.report.event = SampledEventOf({c.attr()});
+  result.report.callchains = (c.attr().sample_type & PERF_SAMPLE_CALLCHAIN) != 0;
   result.report.event_lost = static_cast<int64_t>(c.stats().event_lost);
   result.report.bad_records += c.stats().bad_size;  // framing errors in the ring buffers
   result.report.late_records = sink.late_records();
@@ -333,6 +354,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   uint64_t ring_bad = 0;
   std::optional<StartupStats> startup;
   std::vector<KernelModuleMapping> changed_modules;
+  PerfMaps perf_maps;
   if (!r.meta_json().empty()) {
     // Our own section, but from a file: every field is checked for its type
     // (json::value() throws on a mistyped one) and a bad one is ignored.
@@ -366,6 +388,10 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
           if (path && path->is_string() && start && start->is_number_unsigned())
             changed_modules.push_back({path->get<std::string>(), start->get<uint64_t>()});
         }
+      }
+      if (const json* maps = field(meta, "perf_maps")) {
+        uint64_t bad = 0;  // a malformed part names nothing: its JIT code stays unknown
+        perf_maps = PerfMaps::FromJson(*maps, &bad);
       }
       if (const json* list = field(meta, "overrides"); list && list->is_array()) {
         for (const json& o : *list) {
@@ -486,12 +512,17 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   }
   DsoStore store(search);
   Symbolizer symbolizer(store);
+  symbolizer.SetPerfMaps(&perf_maps);
   ReportModel model = profile.BuildReport(symbolizer, mode);
   model.symbol_files = SymbolFilesOf(store);
   model.debuginfod_failed = debuginfod && debuginfod->failed();
+  DescribePerfMaps(perf_maps, &model.perf_maps, &model.perf_maps_refused);
   {
     std::vector<perf_event_attr> attrs;
-    for (const PerfFileAttr& a : r.attrs()) attrs.push_back(a.attr);
+    for (const PerfFileAttr& a : r.attrs()) {
+      attrs.push_back(a.attr);
+      if (a.attr.sample_type & PERF_SAMPLE_CALLCHAIN) model.callchains = true;
+    }
     model.event = SampledEventOf(attrs);
   }
   model.bad_records += framing_errors + ring_bad;

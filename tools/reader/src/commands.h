@@ -37,6 +37,9 @@ struct RecordResult {
   uint64_t bytes_written = 0;
   int command_status = -1;
   bool command_ended_capture = false;  // see Capture::command_ended_capture()
+  // The JIT maps taken (perf_map.h), and the files refused.
+  std::vector<PerfMapSummary> perf_maps;
+  std::vector<PerfMapRefusal> perf_maps_refused;
   ReportModel report;  // filled when no output file was requested
 };
 

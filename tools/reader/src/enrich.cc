@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "linux/perf_event_mmap3.h"
 #include "process_table.h"
 #include "record_writer.h"
@@ -45,11 +47,89 @@ void Enricher::OnRecord(Bytes record) {
     next_.OnRecord(record);
     return;
   }
+  if (h.type == PERF_RECORD_EXIT && !perf_map_watch_.empty()) {
+    next_.OnRecord(record);
+    // The main thread's exit: the last moment the map can still be there
+    // (a JIT often deletes it first, and then what was read before stays).
+    Record r;
+    if (DecodeRecord(record, options_.format, &r) != DecodeStatus::kOk) return;
+    const TaskRecord& t = std::get<TaskRecord>(r);
+    auto it = perf_map_watch_.find(t.pid);
+    if (t.pid != t.tid || it == perf_map_watch_.end() || it->second.exited) return;
+    TakePerfMap(t.pid, it->second, PerfMapTaken::kExit);
+    it->second.exited = true;
+    return;
+  }
   if (h.type != PERF_RECORD_MMAP2 && h.type != kRecordMmap3) {
     next_.OnRecord(record);
     return;
   }
   OnMmap(record);
+}
+
+void Enricher::WatchPerfMap(uint32_t pid) {
+  if (options_.perf_maps == nullptr) return;
+  auto [it, inserted] = perf_map_watch_.try_emplace(pid);
+  PerfMapWatch& w = it->second;
+  if (inserted) {
+    w.owner = system_.ProcessOwner(static_cast<pid_t>(pid));
+    return;
+  }
+  if (!w.exited || w.reused) return;
+  // A pid that exited and is in use again by another process.  The capture
+  // keeps one map per pid and the report looks JIT code up by pid: either
+  // process's code would get the other's names.  Neither gets any.
+  w.reused = true;
+  options_.perf_maps->Forget(pid);
+  options_.perf_maps->Refuse(
+      pid, fmt::format("/tmp/{}: pid {} was used by two processes with JIT code during the "
+                       "capture; one map cannot tell their code apart",
+                       PerfMapFileName(pid), pid));
+}
+
+void Enricher::TakePerfMap(uint32_t pid, PerfMapWatch& w, PerfMapTaken when) {
+  PerfMaps& maps = *options_.perf_maps;
+  PerfMapRead r = system_.ReadPerfMap(pid, w.owner, w.stamp ? &*w.stamp : nullptr);
+  switch (r.outcome) {
+    case PerfMapRead::Outcome::kRead: {
+      const PerfMap* old = maps.Find(pid);
+      const uint64_t others = maps.bytes() - (old != nullptr ? old->bytes() : 0);
+      if (others + r.text.size() > kPerfMapsMaxBytes) {
+        maps.Refuse(pid, fmt::format("/tmp/{}: the capture holds {} bytes of perf maps already, "
+                                     "and keeps at most {}",
+                                     PerfMapFileName(pid), others, kPerfMapsMaxBytes));
+        return;
+      }
+      const uint64_t bytes = r.text.size();
+      maps.Set(pid, PerfMap(ParsePerfMap(r.text), when, bytes));
+      w.stamp = r.stamp;
+      ++stats_.perf_map_reads;
+      return;
+    }
+    case PerfMapRead::Outcome::kUnchanged:
+      // What was read is what the file still holds at this moment.
+      if (PerfMap* m = maps.FindMutable(pid)) m->set_taken(when);
+      return;
+    case PerfMapRead::Outcome::kMissing:
+      return;  // what was read before, if anything, stays
+    case PerfMapRead::Outcome::kRefused:
+    case PerfMapRead::Outcome::kFailed:
+      maps.Refuse(pid, std::move(r.reason));
+      return;
+  }
+}
+
+void Enricher::PollPerfMaps() {
+  for (auto& [pid, w] : perf_map_watch_)
+    if (!w.exited) TakePerfMap(pid, w, PerfMapTaken::kRunning);
+}
+
+void Enricher::FinishPerfMaps() {
+  for (auto& [pid, w] : perf_map_watch_) {
+    if (w.exited) continue;
+    TakePerfMap(pid, w, PerfMapTaken::kEnd);
+    w.exited = true;
+  }
 }
 
 void Enricher::OnMmap(Bytes record) {
@@ -60,6 +140,8 @@ void Enricher::OnMmap(Bytes record) {
     return;
   }
   MmapRecord& m = std::get<MmapRecord>(r);
+  if (m.pid != kKernelPid && m.build_id.empty() && IsJitMappingPath(m.filename))
+    WatchPerfMap(m.pid);
   // MMAP3 says why an id is missing.  NO_NOTE, NOT_ELF, NO_FILE and REFUSED
   // are final; UNAVAILABLE, IO_ERROR, MALFORMED and statuses newer than this
   // header are worth a second try through map_files.

@@ -11,7 +11,16 @@
 //     and -p read from /proc, timed by startup_stamps.h;
 //   - feeds the build-id cache (CacheFeed) with every file that a record
 //     hands on names with a build-id, and with the kernel's kallsyms and
-//     modules' symbols.
+//     modules' symbols;
+//   - takes the JIT maps (/tmp/perf-PID.map, perf_map.h) of the processes
+//     with mappings such a map may name: from the first such mapping on,
+//     again when the file changed (PollPerfMaps, on the capture's tick),
+//     when the process exits (its main thread's EXIT record) and at the end
+//     for those still running (FinishPerfMaps).  The last read wins, so a
+//     map deleted before the process exits is kept as it was last seen.
+//     A pid that two processes with JIT code used during the capture has
+//     no map: the capture holds one map per pid, which would name one
+//     process's code with the other's names.
 // Records are otherwise handed on unchanged and in the order they came.
 //
 // Contract: one thread.  The span passed to the next sink is valid during
@@ -22,6 +31,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -34,6 +44,7 @@
 #include "kallsyms.h"
 #include "live_system.h"
 #include "mapped_build_ids.h"
+#include "perf_map.h"
 #include "record.h"
 #include "report.h"
 #include "startup_stamps.h"
@@ -50,6 +61,8 @@ struct EnrichOptions {
   // mapping records, not just samples.
   std::vector<uint64_t> sideband_ids;
   BuildIdCache* cache = nullptr;  // optional
+  // Where the JIT maps go; null: none are taken.
+  PerfMaps* perf_maps = nullptr;
 };
 
 struct EnrichStats {
@@ -59,6 +72,7 @@ struct EnrichStats {
   uint64_t filled_build_ids = 0; // build-ids read by us via map_files or the vDSO
   uint64_t fill_failures = 0;    // unreadable (process gone, no permission)
   uint64_t synthesized = 0;
+  uint64_t perf_map_reads = 0;   // JIT maps read (every version of each)
   std::optional<StartupStats> startup;  // after SynthesizeProcesses()
   std::vector<KernelModuleMapping> changed_kernel_modules;  // CheckKernelModules()
 };
@@ -103,10 +117,27 @@ class Enricher final : public CaptureSink {
   // At the end: the modules SynthesizeKernel() recorded whose range holds
   // other code now go to stats().changed_kernel_modules.
   void CheckKernelModules();
+  // JIT maps (see above): the capture's tick reads again those that
+  // changed; the end of the capture reads those of the processes that did
+  // not exit.
+  void PollPerfMaps();
+  void FinishPerfMaps();
 
   const EnrichStats& stats() const { return stats_; }
 
  private:
+  struct PerfMapWatch {
+    std::optional<PerfMapOwner> owner;  // read when the watch began
+    std::optional<PerfMapStamp> stamp;  // of the version last read
+    bool exited = false;
+    // The pid was used by a second process during the capture: never read
+    // again (see WatchPerfMap).
+    bool reused = false;
+  };
+  // A mapping a JIT map may name: watch its process's map.
+  void WatchPerfMap(uint32_t pid);
+  void TakePerfMap(uint32_t pid, PerfMapWatch& watch, PerfMapTaken when);
+
   // A MMAP2 or MMAP3 record: handed on with the build-id filled in where
   // the kernel gave none, its file fed to the cache.
   void OnMmap(Bytes record);
@@ -123,6 +154,7 @@ class Enricher final : public CaptureSink {
   std::unique_ptr<StartupStamps> stamps_;
   // The modules synthesized at the start, with their build-ids (no symbols).
   std::vector<KernelModule> start_modules_;
+  std::map<uint32_t, PerfMapWatch> perf_map_watch_;
 };
 
 // The record `m` rewritten to carry `id`, which the reader found itself: an

@@ -81,6 +81,57 @@ std::string PrintableName(std::string_view name) {
   return out;
 }
 
+std::string PrintableUtf8(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  auto escape = [&](unsigned char c) {
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 0xf];
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) {
+        escape(c);
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    // The length a lead byte announces, and the smallest code point that
+    // needs it (anything below is overlong).
+    size_t len = 0;
+    uint32_t cp = 0, min = 0;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2, cp = c & 0x1f, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3, cp = c & 0x0f, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4, cp = c & 0x07, min = 0x10000;
+    }
+    bool ok = len != 0 && i + len <= text.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xc0) != 0x80) ok = false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    ok = ok && cp >= min && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff) &&
+         !(cp >= 0x80 && cp <= 0x9f) && cp != 0xfffe && cp != 0xffff;
+    if (!ok) {
+      escape(c);  // this byte alone; the next starts afresh
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
 Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path) {
   const auto* p = static_cast<const uint8_t*>(data);
   while (size > 0) {

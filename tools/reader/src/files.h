@@ -70,6 +70,13 @@ Result<UniqueFd> OpenRegularFileAt(int dir, const std::string& name, const std::
 // cannot drive the terminal.
 std::string PrintableName(std::string_view name);
 
+// `text` with every byte that is not part of a printable UTF-8 character
+// written as \xNN: bytes of invalid or overlong sequences, surrogates,
+// control characters (C0, DEL, C1) and U+FFFE/U+FFFF.  What is left is
+// valid UTF-8 (JSON) and XML 1.0 character data (SVG), and cannot drive a
+// terminal.
+std::string PrintableUtf8(std::string_view text);
+
 // Writes all `size` bytes at `offset` (pwrite, retried on EINTR and short
 // writes); `path` names the file in the error.
 Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const std::string& path);

@@ -1,6 +1,12 @@
 #include "live_system.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <charconv>
+
+#include <fmt/format.h>
 
 namespace mmap3 {
 namespace {
@@ -73,6 +79,50 @@ timespec ProcLiveSystem::RealTime() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return ts;
+}
+
+std::optional<PerfMapOwner> ProcLiveSystem::ProcessOwner(pid_t pid) {
+  auto uids = ReadUids(pid);
+  if (!uids) return std::nullopt;
+  PerfMapOwner owner{uids->first, uids->second, std::nullopt};
+  // The start time (field 22 of /proc/PID/stat, clock ticks after boot) on
+  // the real-time clock, which file times use: now, less the time since.
+  auto stat = ReadSmallFile(fmt::format("/proc/{}/stat", pid));
+  const long hz = sysconf(_SC_CLK_TCK);
+  timespec boot{}, real{};
+  if (stat.ok() && hz > 0 && clock_gettime(CLOCK_BOOTTIME, &boot) == 0 &&
+      clock_gettime(CLOCK_REALTIME, &real) == 0) {
+    const size_t paren = stat->rfind(')');  // the comm may hold anything
+    std::string_view rest = paren == std::string::npos ? std::string_view()
+                                                        : std::string_view(*stat).substr(paren + 1);
+    // Fields 3.. follow the comm; the start time is field 22.
+    for (int field = 3; field < 22 && !rest.empty(); ++field) {
+      const size_t sp = rest.find(' ', 1);
+      rest = sp == std::string_view::npos ? std::string_view() : rest.substr(sp);
+    }
+    uint64_t ticks = 0;
+    if (!rest.empty()) {
+      rest.remove_prefix(1);
+      auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), ticks);
+      if (ec == std::errc() && ticks / static_cast<uint64_t>(hz) <= static_cast<uint64_t>(boot.tv_sec))
+        owner.started_sec = real.tv_sec - (boot.tv_sec - static_cast<int64_t>(ticks / hz)) - 1;
+    }
+  }
+  return owner;
+}
+
+PerfMapRead ProcLiveSystem::ReadPerfMap(uint32_t pid, const std::optional<PerfMapOwner>& owner,
+                                        const PerfMapStamp* unchanged_from) {
+  // perf's place for them, whatever TMPDIR says.
+  if (!tmp_.valid()) tmp_.Reset(open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!tmp_.valid()) {
+    PerfMapRead r;
+    r.outcome = PerfMapRead::Outcome::kFailed;
+    r.reason = ErrnoStatus("open /tmp").ToString();
+    return r;
+  }
+  const std::string name = PerfMapFileName(pid);
+  return ReadPerfMapAt(tmp_.get(), name, "/tmp/" + name, owner, kPerfMapMaxBytes, unchanged_from);
 }
 
 }  // namespace mmap3

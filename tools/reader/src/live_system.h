@@ -13,11 +13,13 @@
 #include <time.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "files.h"
+#include "perf_map.h"
 #include "proc_maps.h"
 #include "result.h"
 
@@ -40,6 +42,11 @@ class LiveSystem {
   // The events' clock (CLOCK_MONOTONIC, ns), and the clock of file times.
   virtual uint64_t MonotonicNs() = 0;
   virtual timespec RealTime() = 0;
+  // The real and effective uid of process `pid`; nullopt if it is gone.
+  virtual std::optional<PerfMapOwner> ProcessOwner(pid_t pid) = 0;
+  // Its JIT map, /tmp/perf-PID.map, read under ReadPerfMapAt()'s rules.
+  virtual PerfMapRead ReadPerfMap(uint32_t pid, const std::optional<PerfMapOwner>& owner,
+                                  const PerfMapStamp* unchanged_from) = 0;
 };
 
 class ProcLiveSystem final : public LiveSystem {
@@ -54,6 +61,12 @@ class ProcLiveSystem final : public LiveSystem {
   Result<UniqueFd> OpenVdso(uint32_t pid, uint64_t start, uint64_t end) override;
   uint64_t MonotonicNs() override;
   timespec RealTime() override;
+  std::optional<PerfMapOwner> ProcessOwner(pid_t pid) override;
+  PerfMapRead ReadPerfMap(uint32_t pid, const std::optional<PerfMapOwner>& owner,
+                          const PerfMapStamp* unchanged_from) override;
+
+ private:
+  UniqueFd tmp_;  // /tmp, opened at the first ReadPerfMap()
 };
 
 // True for a mapping name that is no file on disk: anonymous memory,

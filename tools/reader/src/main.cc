@@ -21,6 +21,7 @@
 #include "build_id_cache.h"
 #include "commands.h"
 #include "files.h"
+#include "flamegraph.h"
 #include "pprof.h"
 #include "proc_maps.h"
 #include "report.h"
@@ -41,7 +42,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
-enum class Format { kText, kJson, kFolded, kPprof };
+enum class Format { kText, kJson, kFolded, kPprof, kFlamegraph };
 
 // A report written in full exits 0, or 1 when a debuginfod server failed
 // it (said in one warning line when it happened): its output lacks what a
@@ -56,6 +57,7 @@ void PrintReport(const ReportModel& model, Format format) {
     case Format::kJson: WriteJsonReport(model, std::cout); break;
     case Format::kFolded: WriteFoldedReport(model, std::cout); break;
     case Format::kPprof: break;  // binary, to -o: see the report command below
+    case Format::kFlamegraph: break;  // to -o, as pprof
   }
   std::cout.flush();
 }
@@ -196,7 +198,8 @@ int Main(int argc, char** argv) {
   const std::map<std::string, Format> kFormats{{"text", Format::kText},
                                                {"json", Format::kJson},
                                                {"folded", Format::kFolded},
-                                               {"pprof", Format::kPprof}};
+                                               {"pprof", Format::kPprof},
+                                               {"flamegraph", Format::kFlamegraph}};
   std::string cache_dir = DefaultBuildIdCacheDir();
 
   // record
@@ -244,11 +247,11 @@ int Main(int argc, char** argv) {
   std::string input = "perf.data", report_output;
   bool report_callchains = false;
   report->add_option("-i,--input", input, "perf.data file (ours or perf's)");
-  report->add_option("--format", format, "text, json, folded or pprof")
+  report->add_option("--format", format, "text, json, folded, pprof or flamegraph (an SVG)")
       ->transform(CLI::CheckedTransformer(kFormats, CLI::ignore_case));
   report->add_option("-o,--output", report_output,
-                     "File to write (--format pprof, which needs it; '-': standard output, "
-                     "if not a terminal)");
+                     "File to write (--format pprof and flamegraph, which need it; '-': "
+                     "standard output, for pprof if not a terminal)");
   report->add_flag("-g,--call-graph", report_callchains, "Use call chains (for --format folded)");
   report->add_option("--buildid-dir", cache_dir, "Build-id cache directory (default ~/.debug)");
   std::string sort_keys, comm_list, dso_list, symbol_list, percentage = "absolute";
@@ -366,9 +369,10 @@ int Main(int argc, char** argv) {
     }
     if (format == Format::kFolded && !callchains)
       return usage("--format folded needs -g (call chains)", record);
-    if (format == Format::kPprof)
-      return usage("--format pprof is for report: record -o FILE, then report -i FILE "
-                   "--format pprof -o OUT", record);
+    if (format == Format::kPprof || format == Format::kFlamegraph)
+      return usage(fmt::format("--format {0} is for report: record -o FILE, then report -i FILE "
+                               "--format {0} -o OUT", format == Format::kPprof ? "pprof" : "flamegraph"),
+                   record);
     {
       const uint64_t max_rate = std::strtoull(Sysctl("kernel/perf_event_max_sample_rate").c_str(),
                                               nullptr, 10);
@@ -442,6 +446,12 @@ int Main(int argc, char** argv) {
       if (!output.empty())
         fmt::print(stderr, "[ wrote {} ({} bytes of records) ]\n", output, r.bytes_written);
       if (r.command_status != -1) fmt::print(stderr, "[ {} ]\n", DescribeExit(r.command_status));
+      if (!r.perf_maps.empty() || !r.perf_maps_refused.empty())
+        fmt::print(stderr, "[ JIT perf maps (/tmp/perf-PID.map): {} taken, {} refused ]\n",
+                   r.perf_maps.size(), r.perf_maps_refused.size());
+      for (size_t i = 0; i < r.perf_maps_refused.size() && i < 3; ++i)
+        fmt::print(stderr, "mmap3-reader: warning: perf map of pid {} not read: {}\n",
+                   r.perf_maps_refused[i].pid, r.perf_maps_refused[i].reason);
       if (r.stats.control_unknown != 0)
         fmt::print(stderr, "mmap3-reader: warning: {} --control lines were no command "
                    "(known: ping, stop) and were ignored\n", r.stats.control_unknown);
@@ -471,9 +481,12 @@ int Main(int argc, char** argv) {
     if (!(percent_limit >= 0 && percent_limit <= 100))
       return usage_line(fmt::format("--percent-limit {}: not a percentage (0 to 100)", percent_limit));
     controls.percent_limit = percent_limit;
-    if (format == Format::kFolded || format == Format::kPprof) {
+    const bool to_file = format == Format::kPprof || format == Format::kFlamegraph;
+    if (format == Format::kFolded || to_file) {
       // Filters keep whole stacks there; the table's controls have no table.
-      const char* name = format == Format::kFolded ? "folded" : "pprof";
+      const char* name = format == Format::kFolded ? "folded"
+                         : format == Format::kPprof ? "pprof"
+                                                    : "flamegraph";
       if (!sort_keys.empty()) return usage_line(fmt::format("--sort is for the text and json tables, not --format {}", name));
       if (children) return usage_line(fmt::format("--children is for the text and json tables, not --format {}", name));
       if (report->count("--percent-limit"))
@@ -481,12 +494,14 @@ int Main(int argc, char** argv) {
     }
     if (format == Format::kFolded && !report_callchains)
       return usage("--format folded needs -g (call chains)", report);
-    if (format == Format::kPprof) {
+    if (format == Format::kFlamegraph && report_output.empty())
+      return usage("--format flamegraph needs -o FILE.svg ('-o -': standard output)", report);
+    if (to_file) {
       // Binary output: never onto a terminal.
       if (report_output.empty())
         return usage("--format pprof needs -o FILE (binary output; '-o -' writes it to "
                      "standard output when that is not a terminal)", report);
-      if (report_output == "-" && isatty(STDOUT_FILENO))
+      if (format == Format::kPprof && report_output == "-" && isatty(STDOUT_FILENO))
         return usage("--format pprof -o -: standard output is a terminal; not writing a "
                      "binary profile there (redirect it or give -o FILE)", report);
       // The capture is the one thing that cannot be made again.
@@ -498,11 +513,23 @@ int Main(int argc, char** argv) {
                                  "overwriting it", report_output, input), report);
       opts.sample_frames = true;
     } else if (!report_output.empty()) {
-      return usage("-o is for --format pprof; the other formats print to standard output",
-                   report);
+      return usage("-o is for --format pprof and flamegraph; the other formats print to "
+                   "standard output", report);
     }
     auto model = RunReport(opts);
     if (!model.ok()) return Fail(model.status());
+    if (format == Format::kFlamegraph) {
+      const std::string svg = RenderFlamegraph(*model);
+      const Status written = report_output == "-"
+                                 ? WriteToFd(STDOUT_FILENO, svg, "standard output")
+                                 : ReplaceFile(report_output, svg);
+      if (!written.ok()) return Fail(written);
+      if (report_output != "-")
+        fmt::print(stderr, "[ wrote {}: flame graph, {} samples{} ]\n", report_output,
+                   model->matched_samples,
+                   model->callchains ? "" : "; flat (the capture has no call chains: record -g)");
+      return kExitOk;
+    }
     if (format == Format::kPprof) {
       auto bytes = EncodePprof(*model);
       if (!bytes.ok()) return Fail(bytes.status());

@@ -195,6 +195,27 @@ std::optional<pid_t> ReadTgid(pid_t tid) {
   return ParseTgid(*text);
 }
 
+std::optional<std::pair<uint32_t, uint32_t>> ParseUids(std::string_view status) {
+  constexpr std::string_view kField = "\nUid:";
+  size_t at = status.rfind("Uid:", 0) == 0 ? 0 : status.find(kField);
+  if (at == std::string_view::npos) return std::nullopt;
+  at = status.find(':', at) + 1;
+  uint32_t ids[2];
+  for (uint32_t& id : ids) {
+    while (at < status.size() && (status[at] == ' ' || status[at] == '\t')) ++at;
+    auto [end, ec] = std::from_chars(status.data() + at, status.data() + status.size(), id);
+    if (ec != std::errc()) return std::nullopt;
+    at = static_cast<size_t>(end - status.data());
+  }
+  return std::make_pair(ids[0], ids[1]);
+}
+
+std::optional<std::pair<uint32_t, uint32_t>> ReadUids(pid_t pid) {
+  auto text = ReadSmallFile(fmt::format("/proc/{}/status", pid));
+  if (!text.ok()) return std::nullopt;
+  return ParseUids(*text);
+}
+
 std::vector<pid_t> ListProcesses() { return ListNumericDir("/proc"); }
 
 std::vector<pid_t> ListThreads(pid_t pid) { return ListNumericDir(fmt::format("/proc/{}/task", pid)); }

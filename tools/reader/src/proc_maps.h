@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "build_id.h"
@@ -58,6 +59,10 @@ bool IsThreadOf(pid_t pid, pid_t tid);
 std::optional<pid_t> ReadTgid(pid_t tid);
 // The "Tgid:" field of a /proc/PID/status text.
 std::optional<pid_t> ParseTgid(std::string_view status);
+// The real and effective uids ("Uid:" field) of a /proc/PID/status text.
+std::optional<std::pair<uint32_t, uint32_t>> ParseUids(std::string_view status);
+// The same read from /proc/PID/status; nullopt if the process is gone.
+std::optional<std::pair<uint32_t, uint32_t>> ReadUids(pid_t pid);
 std::vector<pid_t> ListProcesses();
 std::vector<pid_t> ListThreads(pid_t pid);
 // Contents of /proc/PID/task/TID/comm without the newline ("" if gone).

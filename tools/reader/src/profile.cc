@@ -6,6 +6,8 @@
 #include <set>
 #include <unordered_set>
 
+#include "perf_map.h"
+
 namespace mmap3 {
 namespace {
 
@@ -79,7 +81,7 @@ uint32_t Profile::InternTask(const std::string& comm, int64_t pid, int64_t tid) 
 std::shared_ptr<const MappedObject> Profile::InternObject(MappedObject object) {
   auto key = std::make_tuple(object.path, object.build_id, object.source, object.kernel,
                              object.owner, object.kernel_module, object.reloc_symbol,
-                             object.reloc_address);
+                             object.reloc_address, object.jit_pid);
   auto& slot = objects_[key];
   if (!slot) slot = std::make_shared<const MappedObject>(std::move(object));
   return slot;
@@ -191,6 +193,10 @@ void Profile::OnMmap(const MmapRecord& m) {
     object.build_id = options_.path_build_id(m.filename);
     if (!object.build_id.empty()) object.source = BuildIdSource::kPerfHeader;
   }
+  // Anonymous executable memory: JIT code, which only its own process's
+  // perf map can name (one object per process).  Anything with a build-id
+  // is a file's code, whatever its name.
+  if (object.build_id.empty() && IsJitMappingPath(m.filename)) object.jit_pid = m.pid;
   Mapping mapping;
   mapping.start = m.start;
   mapping.end = m.start + m.len;
@@ -211,8 +217,11 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
       // trampolines, a module loaded since): the kernel, with no symbol.
       return {kernel_object_.get(), ip, ip};
     case Space::kUser:
-      if (const Mapping* m = processes_.FindUser(pid, ip))
-        return {m->object.get(), m->FileOffset(ip), ip, m->start, m->end, m->pgoff};
+      if (const Mapping* m = processes_.FindUser(pid, ip)) {
+        // A perf map names JIT code by address, not by file offset.
+        const uint64_t offset = m->object->jit_pid >= 0 ? ip : m->FileOffset(ip);
+        return {m->object.get(), offset, ip, m->start, m->end, m->pgoff};
+      }
       return {nullptr, ip, ip};
     // Not the host's addresses: the host's kernel and the sampled task's
     // mappings (a vCPU thread's) must not name them.  One location per
@@ -347,9 +356,10 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   model.changed_kernel_modules = changed_module_paths_;
   for (const MappingEntry& e : mappings_) {
     const MappedObject* object = Shown(e.object);
-    ++model.mappings_by_source[static_cast<int>(object->source)];
+    const BuildIdSource source = symbolizer.SourceOf(*object);
+    ++model.mappings_by_source[static_cast<int>(source)];
     model.mappings.push_back({e.pid == kKernelPid ? -1 : static_cast<int64_t>(e.pid), e.start,
-                              e.end, e.pgoff, object->path, object->build_id, object->source});
+                              e.end, e.pgoff, object->path, object->build_id, source});
   }
 
   // Every path a build-id was mapped under is a candidate for its file:
@@ -433,8 +443,16 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
     bool described = false;
   };
   std::map<GroupKey, Group> groups;
+  // JIT code is an object per process (its own perf map names it); as a
+  // row's DSO it is one per path and source, as any other file.
+  std::map<std::pair<std::string, BuildIdSource>, const MappedObject*> jit_dsos;
+  auto row_object = [&](const MappedObject* object) {
+    if (object == nullptr || object->jit_pid < 0) return object;
+    return jit_dsos.try_emplace({object->path, symbolizer.SourceOf(*object)}, object).first->second;
+  };
   auto group_of = [&](uint32_t task, const MappedObject* object,
                       const Symbolizer::Symbol& symbol) -> Group& {
+    object = row_object(object);
     Group& g = groups[GroupKey{by_comm ? &comms_[task] : nullptr, task_pids_[task],
                                task_tids_[task], by_dso ? object : nullptr,
                                by_id && object != nullptr ? object->build_id : BuildId(),
@@ -516,7 +534,7 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
       } else {
         if (by_dso) row.path = g.object->path;
         row.build_id = g.object->build_id;
-        row.source = g.object->source;
+        row.source = symbolizer.SourceOf(*g.object);
       }
     }
     model.rows.push_back(std::move(row));
@@ -575,7 +593,7 @@ void Profile::BuildScript(Symbolizer& symbolizer, ReportModel& model) const {
                               (offset - f.offset);
           l.path = object->path;
           l.build_id = object->build_id;
-          l.source = object->source;
+          l.source = symbolizer.SourceOf(*object);
         }
         model.script_locations.push_back(std::move(l));
       }
@@ -625,7 +643,7 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
           m.file_offset = object->kernel ? 0 : f.map_pgoff;
           m.path = object->path;
           m.build_id = object->build_id;
-          m.source = object->source;
+          m.source = symbolizer.SourceOf(*object);
           m.kernel = object->kernel;
           mappings.push_back(std::move(m));
           leaf_samples.push_back(0);

@@ -159,7 +159,7 @@ class Profile {
   // whose addresses are not the host's (see AddressOwner).
   std::shared_ptr<const MappedObject> guest_kernel_, guest_user_, guest_, hypervisor_;
   std::map<std::tuple<std::string, BuildId, BuildIdSource, bool, AddressOwner, bool, std::string,
-                      uint64_t>,
+                      uint64_t, int64_t>,
            std::shared_ptr<const MappedObject>>
       objects_;
   std::vector<std::string> comms_;  // by task id

@@ -13,6 +13,7 @@ std::string DsoLabel(const std::string& path, const BuildId& id, BuildIdSource s
   auto slash = path.rfind('/');
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   if (base.empty()) base = "[unknown]";
+  if (id.empty() && source == BuildIdSource::kPerfMap) return base + " (perf-map)";
   if (id.empty()) return base + " (no build-id)";
   if (source == BuildIdSource::kPerfHeader)
     return fmt::format("{} ({}, unverified)", base, id.ShortHex());
@@ -54,6 +55,37 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
             ? ""
             : fmt::format(", {} changed while read (left to the kernel's records)",
                           m.startup->changed_during_read)));
+  }
+  if (!m.perf_maps.empty()) {
+    // Many JIT processes (-a) make a long line: the JSON has them all.
+    constexpr size_t kShown = 8;
+    std::string maps;
+    for (size_t i = 0; i < m.perf_maps.size() && i < kShown; ++i) {
+      const PerfMapSummary& p = m.perf_maps[i];
+      const char* when = p.taken == PerfMapTaken::kExit  ? "at its exit"
+                         : p.taken == PerfMapTaken::kEnd ? "at the end"
+                                                         : "while it ran (gone by its exit)";
+      std::string bad;
+      if (p.skipped_lines != 0)
+        bad += fmt::format(", {} malformed line{} skipped", p.skipped_lines,
+                           p.skipped_lines == 1 ? "" : "s");
+      if (p.incomplete_last_line) bad += ", an unfinished last line left out";
+      maps += fmt::format("{}pid {} ({} entries, {}{})", i == 0 ? "" : "; ", p.pid, p.entries,
+                          when, bad);
+    }
+    if (m.perf_maps.size() > kShown) maps += fmt::format("; and {} more", m.perf_maps.size() - kShown);
+    notes.push_back("perf maps (JIT symbols from /tmp/perf-PID.map, taken by record): " + maps);
+  }
+  if (!m.perf_maps_refused.empty()) {
+    constexpr size_t kShown = 4;
+    std::string refused;
+    for (size_t i = 0; i < m.perf_maps_refused.size() && i < kShown; ++i) {
+      refused += fmt::format("{}pid {}: {}", i == 0 ? "" : "; ", m.perf_maps_refused[i].pid,
+                             m.perf_maps_refused[i].reason);
+    }
+    if (m.perf_maps_refused.size() > kShown)
+      refused += fmt::format("; and {} more", m.perf_maps_refused.size() - kShown);
+    notes.push_back("perf maps refused (not read; their JIT code has no names): " + refused);
   }
   {
     std::string fetched;
@@ -193,6 +225,18 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                             {"file", f.file},
                             {"source", SymbolSourceName(f.source)}});
   }
+  json perf_maps = json::array();
+  for (const PerfMapSummary& p : m.perf_maps) {
+    perf_maps.push_back({{"pid", p.pid},
+                         {"taken", PerfMapTakenName(p.taken)},
+                         {"entries", p.entries},
+                         {"bytes", p.bytes},
+                         {"skipped_lines", p.skipped_lines},
+                         {"incomplete_last_line", p.incomplete_last_line}});
+  }
+  json perf_maps_refused = json::array();
+  for (const PerfMapRefusal& r : m.perf_maps_refused)
+    perf_maps_refused.push_back({{"pid", r.pid}, {"reason", r.reason}});
   const ReportControls& c = m.controls;
   const bool by_file = c.Has(SortKey::kDso) || c.Has(SortKey::kBuildId);
   json rows = json::array();
@@ -247,6 +291,8 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"kernel_modules_changed", m.changed_kernel_modules},
                 {"mappings_by_source", sources},
                 {"mappings", mappings},
+                {"perf_maps", perf_maps},
+                {"perf_maps_refused", perf_maps_refused},
                 {"symbol_files", symbol_files}}},
               {"controls", controls},
               {"rows", rows}};

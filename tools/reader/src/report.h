@@ -20,10 +20,18 @@
 //                "[unknown]+0x<offset>", the module's build-id not given),
 //     "mappings_by_source": {"none": N, "mmap3": N, "mmap2": N, "map_files": N,
 //                            "perf_header_unverified": N, "kernel_notes": N,
-//                            "vdso": N},
+//                            "vdso": N, "perf-map": N},
 //     "mappings": [{"pid": N (-1: kernel image, modules), "start": "0x..",
 //                   "end": "0x..", "pgoff": "0x..",
 //                   "path": "...", "build_id": "hex" | "", "source": "..."}],
+//     "perf_maps": [{"pid": N, "taken": "running" | "exit" | "end",
+//                    "entries": N, "bytes": N, "skipped_lines": N,
+//                    "incomplete_last_line": B}]
+//                (the JIT maps, /tmp/perf-PID.map, that record took: when
+//                 the process exited, at the end of the capture, or while it
+//                 ran if the file was gone by then),
+//     "perf_maps_refused": [{"pid": N, "reason": "..."}]
+//                (maps record did not read: a symlink, another user's file),
 //     "symbol_files": [{"build_id": "hex", "path": "...", "file": "..." | "",
 //                       "source": "build_id_cache" | "debug_dir" |
 //                                 "recorded_path" | "debuginfod" | "none"}]
@@ -35,7 +43,8 @@
 //             "path": "...", "build_id": "full hex" | "", "symbol": "...",
 //             "symbol_status": "found" | "no_symbol" | "no_file" |
 //                              "no_build_id" | "no_mapping" | "guest" |
-//                              "hypervisor",
+//                              "hypervisor" | "no_perf_map" |
+//                              "no_perf_map_entry",
 //             "source": "..."}]
 // }
 // Source "perf_header_unverified" (perf's own files): the id is perf's
@@ -51,7 +60,13 @@
 // mapping (path and symbol "[unknown]"); "guest" and "hypervisor", an
 // address of a guest or of the hypervisor, which no host mapping names
 // (path and symbol "[guest.kernel]", "[guest.user]", "[guest]",
-// "[hypervisor]").
+// "[hypervisor]"); "no_perf_map" and "no_perf_map_entry", JIT code
+// (anonymous executable memory) of a process whose perf map the capture
+// does not have ("[unknown: no perf map]+0x<address>"), or whose map has no
+// line for the address ("[unknown: not in perf map]+0x<address>");
+// "perf_map_ambiguous", lines of different names cover it (code replaced:
+// "[unknown: several names in perf map]+0x<address>").  JIT
+// code named by the map has "found", and source "perf-map".
 //   "controls": {"sort": ["comm", "dso", "sym"], "comms": [...], "dsos": [...],
 //                "symbols": [...], "percentage": "absolute" | "relative",
 //                "matched_samples": N, "matched_period": N, "children": B,
@@ -79,6 +94,7 @@
 
 #include "address_space.h"
 #include "build_id.h"
+#include "perf_map.h"
 #include "report_controls.h"
 
 namespace mmap3 {
@@ -207,6 +223,14 @@ struct StartupStats {
   uint64_t changed_during_read = 0;
 };
 
+// A JIT map the capture holds (perf_map.h), as the report describes it.
+struct PerfMapSummary {
+  uint32_t pid = 0;
+  PerfMapTaken taken = PerfMapTaken::kRunning;
+  uint64_t entries = 0, bytes = 0, skipped_lines = 0;
+  bool incomplete_last_line = false;
+};
+
 struct ReportModel {
   std::string mode;
   uint64_t samples = 0;
@@ -226,6 +250,9 @@ struct ReportModel {
   // module, another build, BPF): their samples are [unknown].  Paths.
   std::vector<std::string> changed_kernel_modules;
   std::array<uint64_t, kBuildIdSourceCount> mappings_by_source{};
+  // The JIT maps record took, by pid, and the files it refused to read.
+  std::vector<PerfMapSummary> perf_maps;
+  std::vector<PerfMapRefusal> perf_maps_refused;
   std::vector<ReportRow> rows;
   std::vector<ReportMapping> mappings;
   std::vector<SymbolFile> symbol_files;  // by build-id
@@ -235,6 +262,8 @@ struct ReportModel {
   bool debuginfod_failed = false;
   std::vector<ReportStack> stacks;
   SampledEvent event;
+  // The capture's samples carry call chains (PERF_SAMPLE_CALLCHAIN).
+  bool callchains = false;
   // Filled only with ProfileOptions::sample_frames, sorted by value (the
   // same capture gives the same model); mappings with more samples (as a
   // leaf) first.

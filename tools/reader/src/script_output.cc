@@ -10,7 +10,7 @@ namespace mmap3 {
 namespace {
 
 std::string BuildIdText(const BuildId& id, BuildIdSource source) {
-  if (id.empty()) return "[no build-id]";
+  if (id.empty()) return source == BuildIdSource::kPerfMap ? "[perf-map]" : "[no build-id]";
   if (source == BuildIdSource::kPerfHeader) return id.Hex() + "(unverified)";
   return id.Hex();
 }

@@ -44,6 +44,13 @@ void Symbolizer::Declare(const MappedObject& object) {
 
 uint64_t Symbolizer::OffsetInSymbol(const MappedObject& object, uint64_t offset) {
   if (object.owner != AddressOwner::kHost) return 0;
+  if (object.jit_pid >= 0) {
+    const PerfMap* map = HasPerfMap(object.jit_pid)
+                             ? perf_maps_->Find(static_cast<uint32_t>(object.jit_pid))
+                             : nullptr;
+    const PerfMapEntry* e = map != nullptr ? map->Find(offset) : nullptr;
+    return e != nullptr ? offset - e->start : 0;
+  }
   const SymbolTable* table = TableFor(object);
   if (table == nullptr) return 0;
   auto addr = table->OffsetToAddress(offset);
@@ -75,6 +82,7 @@ const Symbolizer::Symbol& Symbolizer::Lookup(const MappedObject& object, uint64_
                                                   : SymbolStatus::kHypervisor};
     return cache_.emplace(key, symbol).first->second;
   }
+  if (object.jit_pid >= 0) return cache_.emplace(key, LookupJit(object, offset)).first->second;
   Symbol symbol{nullptr, SymbolStatus::kFound};
   const SymbolTable* table = TableFor(object);
   if (table != nullptr) {
@@ -108,6 +116,26 @@ const Symbolizer::Symbol& Symbolizer::Lookup(const MappedObject& object, uint64_
     }
   }
   return cache_.emplace(key, symbol).first->second;
+}
+
+Symbolizer::Symbol Symbolizer::LookupJit(const MappedObject& object, uint64_t address) {
+  // Only the map of the process the mapping belongs to; never a file's
+  // symbols (the object has no build-id), nor another process's map.
+  const PerfMap* map = HasPerfMap(object.jit_pid)
+                           ? perf_maps_->Find(static_cast<uint32_t>(object.jit_pid))
+                           : nullptr;
+  if (map == nullptr)
+    return {&Intern(fmt::format("[unknown: no perf map]+{:#x}", address)), SymbolStatus::kNoPerfMap};
+  const PerfMapEntry* e = map->Find(address);
+  if (e == nullptr && map->SeveralNames(address)) {
+    return {&Intern(fmt::format("[unknown: several names in perf map]+{:#x}", address)),
+            SymbolStatus::kPerfMapAmbiguous};
+  }
+  if (e == nullptr) {
+    return {&Intern(fmt::format("[unknown: not in perf map]+{:#x}", address)),
+            SymbolStatus::kNoPerfMapEntry};
+  }
+  return {&Intern(e->name), SymbolStatus::kFound};
 }
 
 }  // namespace mmap3

@@ -9,6 +9,13 @@
 //                                              found; no symbol covers it
 //   "[unknown <short build-id>]+0x<offset>"    no file with the build-id
 //   "[unknown]+0x<offset>"                     the object has no build-id
+// JIT code (MappedObject::jit_pid; the offset is the address) is named by
+// its process's perf map, given with SetPerfMaps():
+//   "[unknown: no perf map]+0x<address>"       the capture has no map of it
+//   "[unknown: not in perf map]+0x<address>"   no line of the map covers it
+//   "[unknown: several names in perf map]+0x<address>"
+//                                              lines of different names
+//                                              cover it (code replaced)
 // and an object for a guest's or the hypervisor's addresses is named by its
 // path ("[guest.user]", "[hypervisor]", ...), whatever the offset.
 // A file with another build-id is never used.  Results are cached per
@@ -26,12 +33,28 @@
 
 #include "address_space.h"
 #include "dso_store.h"
+#include "perf_map.h"
 
 namespace mmap3 {
 
 class Symbolizer {
  public:
   explicit Symbolizer(DsoStore& store) : store_(store) {}
+
+  // The capture's JIT maps (null: none); they outlive the Symbolizer.  Set
+  // before the first Lookup().
+  void SetPerfMaps(const PerfMaps* maps) { perf_maps_ = maps; }
+  // True if the capture has a perf map of process `pid`.
+  bool HasPerfMap(int64_t pid) const {
+    return perf_maps_ != nullptr && pid >= 0 && perf_maps_->Find(static_cast<uint32_t>(pid));
+  }
+  // Where a location's object's identity comes from, as reported: the
+  // object's build-id source, or kPerfMap for JIT code of a process whose
+  // map the capture has.
+  BuildIdSource SourceOf(const MappedObject& object) const {
+    return object.jit_pid >= 0 && HasPerfMap(object.jit_pid) ? BuildIdSource::kPerfMap
+                                                             : object.source;
+  }
 
   struct Symbol {
     const std::string* name;
@@ -72,7 +95,11 @@ class Symbolizer {
   const SymbolTable* TableFor(const MappedObject& object);
   const std::string& Intern(std::string name) { return *names_.insert(std::move(name)).first; }
 
+  // JIT code: the perf map's name for `address`.
+  Symbol LookupJit(const MappedObject& object, uint64_t address);
+
   DsoStore& store_;
+  const PerfMaps* perf_maps_ = nullptr;
   std::unordered_map<const MappedObject*, const SymbolTable*> tables_;
   std::unordered_map<const ElfSymbol*, const std::string*> demangled_;
   std::unordered_set<std::string> names_;  // node-based: references stay valid

@@ -172,9 +172,13 @@ void Enricher::SynthesizeProcesses(const std::vector<pid_t>& pids, RingSource& r
     for (const ProcMapping& pm : *maps) {
       keep_draining();  // a cold file's build-id can take a while to read
       const bool vdso = pm.path == "[vdso]";
-      if (!pm.executable || (IsSpecialPath(pm.path) && !vdso)) continue;
+      // Anonymous executable memory is JIT code (as perf, which synthesizes
+      // it too): its perf map names it, and the process is watched for one.
+      const bool jit = !vdso && IsJitMappingPath(pm.path);
+      if (!pm.executable || (IsSpecialPath(pm.path) && !vdso && !jit)) continue;
       Pending& p = pending.emplace_back();
-      p.path = pm.path;
+      // The kernel's name for memory /proc/PID/maps shows without one.
+      p.path = pm.path.empty() ? "//anon" : pm.path;
       MmapRecord& m = p.record;
       m.format = MmapFormat::kMmap2;
       m.misc = PERF_RECORD_MISC_USER;
@@ -187,6 +191,14 @@ void Enricher::SynthesizeProcesses(const std::vector<pid_t>& pids, RingSource& r
       m.ino = pm.ino;
       m.prot = PROT_READ | PROT_EXEC;
       m.flags = pm.shared ? MAP_SHARED : MAP_PRIVATE;
+      if (jit) {
+        WatchPerfMap(m.pid);
+        if (options_.mode == CaptureMode::kMmap3) {
+          m.format = MmapFormat::kMmap3;
+          m.build_id_status = PERF_MMAP3_BUILD_ID_NO_FILE;
+        }
+        continue;  // no file, no build-id
+      }
       std::string error;
       const FileIdentity identity{pm.maj, pm.min, pm.ino};
       p.id = vdso ? ids_.OfVdso(m.pid, pm.start, pm.end, &error)

@@ -107,6 +107,7 @@ build() {
 	$CC $CFLAGS -o "$W/vdso" "$HERE/e2e/vdso.c"
 	$CC $CFLAGS -pthread -o "$W/threads" "$HERE/e2e/threads.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
 	$CC $CFLAGS -o "$W/remap" "$HERE/e2e/remap.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
+	$CC $CFLAGS -o "$W/jit" "$HERE/e2e/jit.c"
 }
 
 t_record_command_finds_symbols() {
@@ -1272,6 +1273,226 @@ t_debuginfod_wrong_file_is_refused() {
 		fail "libdebuginfod's copy of the wrong file was kept"
 }
 
+t_jit_code_named_from_its_perf_map() {
+	# tests/e2e/jit.c copies a hot loop into anonymous memory, names it in
+	# its own /tmp/perf-PID.map, runs there until the map has been read, and
+	# deletes the map before it exits: only record's copy of the map, taken
+	# while the process ran, can name the code.
+	local rc=0
+	"$READER_BIN" record -q -F 2000 -o "$W/jit.data" --buildid-dir "$W/jit.cache" -- \
+		"$W/jit" 600 >"$W/jit.out" || rc=$?
+	cat "$W/jit.out"
+	[ $rc -ne 4 ] || skip "no inotify in this kernel: the program cannot tell when its map was read"
+	[ $rc -eq 0 ] || fail "record -- jit exited $rc (3: no one read the map)"
+	local pid
+	pid=$(sed -n 's/^jit: pid \([0-9]*\),.*/\1/p' "$W/jit.out")
+	[ -n "$pid" ] || fail "the program did not say its pid"
+	[ ! -e "/tmp/perf-$pid.map" ] || fail "/tmp/perf-$pid.map is still there: the test proves nothing"
+	"$READER_BIN" report -i "$W/jit.data" --buildid-dir "$W/jit.cache" >"$W/jit.txt"
+	"$READER_BIN" report -i "$W/jit.data" --buildid-dir "$W/jit.cache" --format json >"$W/jit.json"
+	head -n 12 "$W/jit.txt"
+	grep -q "anon (perf-map) *e2e_jit_named" "$W/jit.txt" || fail "no text row names the JIT code from the map"
+	# inject (for perf) keeps the maps: the converted file reports the same.
+	"$READER_BIN" inject -i "$W/jit.data" -o "$W/jit.injected.data" 2>/dev/null
+	"$READER_BIN" report -i "$W/jit.injected.data" --buildid-dir "$W/jit.cache" --format json \
+		>"$W/jit.injected.json"
+	python3 - "$W/jit.json" "$W/jit.injected.json" "$pid" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+inj = json.load(open(sys.argv[2]))
+pid = int(sys.argv[3])
+rows = [r for r in d["rows"] if r["comm"] == "jit"]
+bad = []
+def check(ok, what):
+    if not ok:
+        bad.append(what)
+named = [r for r in rows if r["symbol"] == "e2e_jit_named"]
+check(len(named) == 1 and named[0]["path"] == "//anon" and named[0]["source"] == "perf-map"
+      and named[0]["symbol_status"] == "found" and named[0]["samples"] > 0,
+      "one row for the map's name, on //anon, source perf-map, with samples")
+uncovered = [r for r in rows if r["symbol_status"] == "no_perf_map_entry"]
+check(uncovered and all(r["symbol"].startswith("[unknown: not in perf map]+0x") and
+                        r["source"] == "perf-map" for r in uncovered),
+      "the copy no line names is unknown, and says why")
+anon = [r for r in rows if r["path"] == "//anon"]
+check(all(r in named or r in uncovered for r in anon), "no other name on JIT code")
+# The map's line for an address of the program's own (file-backed) code
+# names nothing: its symbols come from its ELF file.
+check(not any("e2e_jit_wrong_file" in r["symbol"] for r in d["rows"]), "a map named file-backed code")
+main = [r for r in rows if r["symbol"] == "e2e_main_hot"]
+check(len(main) == 1 and main[0]["path"].endswith("/jit") and main[0]["build_id"] and
+      main[0]["symbol_status"] == "found", "e2e_main_hot from the program's ELF file")
+maps = d["capture"]["perf_maps"]
+check([(m["pid"], m["taken"], m["entries"], m["skipped_lines"]) for m in maps] == [(pid, "running", 2, 1)],
+      "the capture's map: %s" % maps)
+check(d["capture"]["perf_maps_refused"] == [], "nothing refused")
+check(d["capture"]["mappings_by_source"].get("perf-map", 0) >= 1, "a perf-map mapping")
+# (inject turns MMAP3 into MMAP2: the files' build-id sources change, not the rows.)
+key = lambda rs: sorted((r["comm"], r["path"], r["build_id"], r["symbol"], r["samples"]) for r in rs)
+check(key(inj["rows"]) == key(d["rows"]) and inj["capture"]["perf_maps"] == maps and
+      [r["source"] for r in inj["rows"] if r["path"] == "//anon"] ==
+      [r["source"] for r in d["rows"] if r["path"] == "//anon"], "inject kept the maps")
+if bad:
+    for r in rows[:12]:
+        print("  ", r["samples"], r["path"], r["symbol"], r["symbol_status"], r["source"])
+    sys.exit("FAIL: " + "; ".join(bad))
+print("NOTE: %d samples on e2e_jit_named, %d on JIT code no line names, %d on e2e_main_hot" % (
+    named[0]["samples"], sum(r["samples"] for r in uncovered), main[0]["samples"]))
+PY
+}
+
+t_jit_code_of_a_running_pid() {
+	# record -p on a process whose JIT code and map exist already: its
+	# anonymous executable mapping is synthesized from /proc/PID/maps (as
+	# perf does) and its map read while it runs.
+	E2E_GO_FILE=$W/jitp.go "$W/jit" 300 >"$W/jitp.out" & local pid=$! i
+	for ((i = 0; i < 3000; i++)); do
+		[ -e "/tmp/perf-$pid.map" ] && break
+		if ! alive $pid; then
+			local early=0
+			wait $pid || early=$?
+			[ $early -ne 4 ] || skip "no inotify in this kernel: the program cannot tell when its map was read"
+			fail "jit exited ($early) before it wrote its map"
+		fi
+		sleep 0.1
+	done
+	[ -e "/tmp/perf-$pid.map" ] || fail "jit wrote no map within 300 s"
+	start_recorder jitp -q -p $pid -o "$W/jitp.data" --buildid-dir "$W/jit.cache"
+	touch "$W/jitp.go"
+	local rc=0 rec_rc=0
+	finish $rec_pid || rec_rc=$?
+	wait $pid || rc=$?
+	[ $rc -ne 4 ] || skip "no inotify in this kernel: the program cannot tell when its map was read"
+	[ $rc -eq 0 ] || { cat "$W/jitp.out"; fail "jit failed (exit $rc)"; }
+	[ $rec_rc -eq 0 ] || fail "record -p exited $rec_rc"
+	"$READER_BIN" report -i "$W/jitp.data" --buildid-dir "$W/jit.cache" --format json >"$W/jitp.json"
+	"$READER_BIN" report -i "$W/jitp.data" --buildid-dir "$W/jit.cache" | head -n 8
+	json_check "$W/jitp.json" "len(find('e2e_jit_named')) == 1 and find('e2e_jit_named')[0]['source'] == 'perf-map'"
+	json_check "$W/jitp.json" "any(m['pid'] == $pid and m['path'] == '//anon' and m['source'] == 'perf-map' for m in d['capture']['mappings'])"
+	json_check "$W/jitp.json" "[m['pid'] for m in d['capture']['perf_maps']] == [$pid]"
+}
+
+t_jit_map_that_is_a_symlink_is_refused() {
+	# /tmp/perf-PID.map a symlink (to a file of the process's own, even):
+	# record runs as root and follows no link in /tmp.  The program leaves
+	# it in place, so the read at its exit meets it for certain.
+	local rc=0 pid
+	"$READER_BIN" record -F 2000 -o "$W/jitlink.data" --buildid-dir "$W/jit.cache" -- \
+		"$W/jit" 200 symlink >"$W/jitlink.out" 2>"$W/jitlink.err" || rc=$?
+	cat "$W/jitlink.out" "$W/jitlink.err"
+	pid=$(sed -n 's/^jit: pid \([0-9]*\),.*/\1/p' "$W/jitlink.out")
+	[ -n "$pid" ] || fail "the program did not say its pid"
+	[ -L "/tmp/perf-$pid.map" ] || fail "/tmp/perf-$pid.map is not a symlink: the test proves nothing"
+	rm -f "/tmp/perf-$pid.map" "/tmp/perf-$pid.map.target"
+	[ $rc -eq 0 ] || fail "record exited $rc"
+	grep -q "warning: perf map of pid $pid not read: /tmp/perf-$pid.map: a symbolic link" "$W/jitlink.err" ||
+		fail "record did not say it refused the symlink"
+	"$READER_BIN" report -i "$W/jitlink.data" --buildid-dir "$W/jit.cache" --format json >"$W/jitlink.json"
+	"$READER_BIN" report -i "$W/jitlink.data" --buildid-dir "$W/jit.cache" | grep "perf maps refused"
+	json_check "$W/jitlink.json" "d['capture']['perf_maps'] == [] and [r['pid'] for r in d['capture']['perf_maps_refused']] == [$pid]"
+	json_check "$W/jitlink.json" "not find('e2e_jit_named') and any(r['symbol_status'] == 'no_perf_map' for r in rows)"
+}
+
+# flame_check SVG JSON [flat]: the picture against the JSON report of the
+# same capture (see the python below).
+flame_check() {
+	python3 - "$@" <<'PY'
+import collections, json, re, sys
+import xml.etree.ElementTree as ET
+svg, js = sys.argv[1], sys.argv[2]
+flat = len(sys.argv) > 3
+root = ET.parse(svg).getroot()  # well-formed XML, or this fails
+ns = "{http://www.w3.org/2000/svg}"
+d = json.load(open(js))
+bad = []
+def check(ok, what):
+    if not ok:
+        bad.append(what)
+frames = []
+for g in root.iter(ns + "g"):
+    if "data-depth" not in g.attrib:
+        continue
+    rect = g.find(ns + "rect")
+    label = g.find(ns + "title").text.split("\n")[0]
+    frames.append((int(g.get("data-depth")), int(g.get("data-samples")), float(rect.get("x")),
+                   float(rect.get("width")), label, rect.get("fill")))
+check(frames, "no frames")
+width = float(root.get("width"))
+total = frames[0][1]
+check(frames[0][4] == "all" and total == d["controls"]["matched_samples"],
+      "the root has every sample: %d, the report %d" % (total, d["controls"]["matched_samples"]))
+scale = (width - 20) / total
+for depth, n, x, w, label, fill in frames:
+    check(abs(w - n * scale) < 0.006, "%s: width %.2f for %d samples" % (label, w, n))
+    kids = [f for f in frames if f[0] == depth + 1 and f[2] >= x - 0.01 and f[2] + f[3] <= x + w + 0.01]
+    check(sum(f[1] for f in kids) <= n, "%s: its children have more samples than it" % label)
+title = root.find(ns + "text").text
+check(("flat profile" in title) == flat, "the title: " + title)
+if flat:
+    check(max(f[0] for f in frames) == 1, "a flat profile is one level")
+# A frame's own samples (its width less its children's) are the report's
+# self samples: per hot function and build-id (the label has its short id).
+# (Kernel frames above a hot function are its children: interrupts.)
+leaf = collections.Counter()
+for depth, n, x, w, label, fill in frames:
+    m = re.match(r"(e2e_v\d_hot) \[libe2e\.so ([0-9a-f]{12})\]$", label)
+    if m:
+        kids = [f for f in frames if f[0] == depth + 1 and f[2] >= x - 0.01 and f[2] + f[3] <= x + w + 0.01]
+        leaf[m.groups()] += n - sum(f[1] for f in kids)
+rows = collections.Counter()
+for r in d["rows"]:
+    if re.match(r"e2e_v\d_hot$", r["symbol"]) and r["path"].endswith("/libe2e.so"):
+        rows[(r["symbol"], r["build_id"][:12])] += r["samples"]
+check(leaf == rows and rows, "hot functions: picture %s, report %s" % (dict(leaf), dict(rows)))
+# One colour per build-id of the library, each version its own.
+fills = collections.defaultdict(set)
+for depth, n, x, w, label, fill in frames:
+    m = re.search(r"\[libe2e\.so ([0-9a-f]{12})\]$", label)
+    if m:
+        fills[m.group(1)].add(fill)
+check(all(len(s) == 1 for s in fills.values()), "a build-id in several colours: %s" % dict(fills))
+colours = [next(iter(s)) for s in fills.values()]
+check(len(set(colours)) == len(colours), "versions share a colour: %s" % dict(fills))
+if bad:
+    sys.exit("FAIL: " + "; ".join(bad[:10]))
+print("NOTE: %s: %d frames, %d samples; libe2e.so versions %s" % (
+    svg.rsplit("/", 1)[-1], len(frames), total,
+    ", ".join("%s=%s" % (k, next(iter(v))) for k, v in sorted(fills.items()))))
+PY
+}
+
+t_flamegraph_svg_of_the_replace_scenario() {
+	# The replace scenario with call chains: three versions of libe2e.so,
+	# three colours, widths that are the report's samples.
+	replace_scenario flame -g
+	local cache=$W/flame.cache
+	"$READER_BIN" report -i "$W/flame.data" --buildid-dir "$cache" --format flamegraph -o "$W/flame.svg"
+	"$READER_BIN" report -i "$W/flame.data" --buildid-dir "$cache" --format flamegraph -o "$W/flame2.svg"
+	cmp "$W/flame.svg" "$W/flame2.svg" || fail "two reports of one file gave different pictures"
+	flame_check "$W/flame.svg" "$W/flame.json"
+	grep -q '<script' "$W/flame.svg" && ! grep -qE '(href|src)="(https?:)?//' "$W/flame.svg" ||
+		fail "the picture is not self-contained"
+	# Its script (click to zoom, reset, search), run by node against a
+	# stand-in for the browser's DOM (tests/e2e/flamegraph_js.js).
+	if command -v node >/dev/null; then
+		node "$HERE/e2e/flamegraph_js.js" "$W/flame.svg" e2e_v2_hot 'e2e_v[12]_hot|e2e_lib_hot'
+	else
+		echo "NOTE: node not installed: the picture's script was not run"
+	fi
+	# Without call chains: the flat profile, one level, said in the title.
+	"$READER_BIN" record -q -F 2000 -o "$W/flat.data" --buildid-dir "$cache" -- "$W/prog" 300
+	"$READER_BIN" report -i "$W/flat.data" --buildid-dir "$cache" --format json >"$W/flat.json"
+	"$READER_BIN" report -i "$W/flat.data" --buildid-dir "$cache" --format flamegraph -o "$W/flat.svg"
+	flame_check "$W/flat.svg" "$W/flat.json" flat
+	# Usage: -o is needed, and record does not draw.
+	local rc=0
+	"$READER_BIN" report -i "$W/flat.data" --format flamegraph >/dev/null 2>"$W/err" || rc=$?
+	[ $rc -eq 2 ] && grep -q "needs -o" "$W/err" || fail "report --format flamegraph without -o: exit $rc"
+	rc=0
+	"$READER_BIN" report -i "$W/flat.data" --format flamegraph -o "$W/flat.data" 2>"$W/err" || rc=$?
+	[ $rc -eq 2 ] || fail "-o naming the capture: exit $rc"
+}
+
 t_permission_error_names_paranoid() {
 	[ "$(id -u)" = 0 ] && command -v setpriv >/dev/null || skip "needs root and setpriv to drop privileges"
 	local paranoid
@@ -1300,6 +1521,8 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_replaced_dso_system_wide t_replaced_dso_plain_mmap2_via_map_files
        t_perf_reads_our_file t_we_read_perf_files t_perf_system_wide_file_of_a_replaced_library
        t_pprof_export_reads_in_go_pprof t_pprof_needs_an_output
+       t_jit_code_named_from_its_perf_map t_jit_code_of_a_running_pid t_jit_map_that_is_a_symlink_is_refused
+       t_flamegraph_svg_of_the_replace_scenario
        t_report_controls_match_perf t_script_matches_perf_script t_buildid_list_matches_perf
        t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process

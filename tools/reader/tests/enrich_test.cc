@@ -90,6 +90,35 @@ class FakeSystem final : public LiveSystem {
     clock_gettime(CLOCK_REALTIME, &ts);
     return ts;
   }
+  // JIT maps: the owner a pid has (none: gone), and what reading its map
+  // gives, in turn (the last one repeats; none: missing).
+  std::map<pid_t, PerfMapOwner> owners;
+  std::map<uint32_t, std::vector<PerfMapRead>> perf_map_reads;
+  struct Ask {
+    uint32_t pid;
+    bool with_stamp;
+    int64_t ruid;  // -1: not known
+  };
+  std::vector<Ask> perf_map_asks;
+  std::optional<PerfMapOwner> ProcessOwner(pid_t pid) override {
+    auto it = owners.find(pid);
+    if (it == owners.end()) return std::nullopt;
+    return it->second;
+  }
+  PerfMapRead ReadPerfMap(uint32_t pid, const std::optional<PerfMapOwner>& owner,
+                          const PerfMapStamp* unchanged_from) override {
+    perf_map_asks.push_back({pid, unchanged_from != nullptr, owner ? int64_t{owner->ruid} : -1});
+    auto it = perf_map_reads.find(pid);
+    if (it == perf_map_reads.end() || it->second.empty()) return PerfMapRead{};
+    PerfMapRead r = it->second.front();
+    if (it->second.size() > 1) it->second.erase(it->second.begin());
+    if (r.outcome == PerfMapRead::Outcome::kRead && unchanged_from != nullptr &&
+        r.stamp == *unchanged_from) {
+      r.outcome = PerfMapRead::Outcome::kUnchanged;
+      r.text.clear();
+    }
+    return r;
+  }
 
  private:
   Result<UniqueFd> Open(uint32_t pid, uint64_t start) {
@@ -480,13 +509,168 @@ TEST_F(EnricherTest, AFilledFileGoesToTheBuildIdCacheFromItsMapping) {
             0);
 }
 
+// JIT maps (/tmp/perf-PID.map) of processes with anonymous executable memory.
+class PerfMapWatchTest : public EnricherTest {
+ protected:
+  void MakeWatching() {
+    EnrichOptions o;
+    o.format = kFormat;
+    o.perf_maps = &maps_;
+    enricher_ = std::make_unique<Enricher>(o, system_, overrides_, out_);
+  }
+  static PerfMapRead Read(const std::string& text) {
+    PerfMapRead r;
+    r.outcome = PerfMapRead::Outcome::kRead;
+    r.text = text;
+    r.stamp.size = text.size();  // the fake's version of the file
+    return r;
+  }
+  static PerfMapRead Outcome(PerfMapRead::Outcome outcome, std::string reason = "") {
+    PerfMapRead r;
+    r.outcome = outcome;
+    r.reason = std::move(reason);
+    return r;
+  }
+  std::vector<uint8_t> Exit(uint32_t pid, uint32_t tid) {
+    TaskRecord t;
+    t.exit = true;
+    t.pid = t.ppid = pid;
+    t.tid = t.ptid = tid;
+    t.time = 50;
+    t.sample_id = {true, true, true, true, pid, tid, 50, 77, 0};
+    return EncodeTask(t, kFormat);
+  }
+  std::vector<uint8_t> Anon(uint32_t pid, std::string_view path = "//anon") {
+    MmapRecord m = KernelMmap2(pid, 0x10000, 0x11000, path, 5);
+    m.maj = m.min = 0;
+    m.ino = 0;
+    return EncodeMmap(m, kFormat);
+  }
+  size_t Asks() const { return system_.perf_map_asks.size(); }
+  // The name the capture's map of `pid` has for `address` ("(none)").
+  std::string NameAt(uint32_t pid, uint64_t address) const {
+    const PerfMap* map = maps_.Find(pid);
+    const PerfMapEntry* e = map != nullptr ? map->Find(address) : nullptr;
+    return e != nullptr ? e->name : "(none)";
+  }
+
+  PerfMaps maps_;
+};
+
+TEST_F(PerfMapWatchTest, TheLastVersionSeenWinsAndADeletedMapIsKept) {
+  system_.owners[kPid] = {1000, 1000};
+  system_.perf_map_reads[kPid] = {Read("10000 10 first\n"), Read("10000 10 first\n"),
+                                  Read("10000 10 first\n10000 20 second\n"),
+                                  Outcome(PerfMapRead::Outcome::kMissing)};
+  MakeWatching();
+  enricher_->PollPerfMaps();
+  EXPECT_EQ(Asks(), 0u);  // no JIT code seen yet: nothing to watch
+  Feed(Anon(kPid));
+  EXPECT_EQ(Asks(), 0u);  // read on the tick, not on the record's path
+  enricher_->PollPerfMaps();
+  ASSERT_NE(maps_.Find(kPid), nullptr);
+  EXPECT_EQ(NameAt(kPid, 0x10000), "first");
+  EXPECT_EQ(maps_.Find(kPid)->taken(), PerfMapTaken::kRunning);
+  enricher_->PollPerfMaps();  // unchanged: not read again
+  ASSERT_EQ(Asks(), 2u);
+  EXPECT_TRUE(system_.perf_map_asks[1].with_stamp);  // asked with the stamp of the version read
+  enricher_->PollPerfMaps();  // the JIT appended
+  EXPECT_EQ(NameAt(kPid, 0x10010), "second");
+  EXPECT_EQ(NameAt(kPid, 0x10000), "(none)");  // first's or second's: not known
+  EXPECT_EQ(enricher_->stats().perf_map_reads, 2u);
+  // Another thread's exit is not the process's.
+  auto out = Feed(Exit(kPid, kPid + 1));
+  EXPECT_EQ(out.size(), 1u);  // handed on
+  EXPECT_EQ(Asks(), 3u);
+  // The main thread's: read once more; the JIT deleted the file, and what
+  // was read while it ran stays.
+  out = Feed(Exit(kPid, kPid));
+  EXPECT_EQ(out.size(), 1u);
+  EXPECT_EQ(Asks(), 4u);
+  ASSERT_NE(maps_.Find(kPid), nullptr);
+  EXPECT_EQ(NameAt(kPid, 0x10010), "second");
+  EXPECT_EQ(maps_.Find(kPid)->taken(), PerfMapTaken::kRunning);
+  // Exited: neither polled nor read at the end.
+  enricher_->PollPerfMaps();
+  enricher_->FinishPerfMaps();
+  EXPECT_EQ(Asks(), 4u);
+}
+
+TEST_F(PerfMapWatchTest, TakenAtExitOrAtTheEnd) {
+  system_.owners[kPid] = {1000, 1000};
+  system_.owners[kPid + 1] = {1000, 1000};
+  system_.perf_map_reads[kPid] = {Read("10000 10 at_exit\n")};
+  system_.perf_map_reads[kPid + 1] = {Read("10000 10 at_end\n")};
+  MakeWatching();
+  Feed(Anon(kPid));
+  Feed(Anon(kPid + 1, "/memfd:jit (deleted)"));
+  Feed(Exit(kPid, kPid));
+  enricher_->FinishPerfMaps();
+  ASSERT_NE(maps_.Find(kPid), nullptr);
+  EXPECT_EQ(maps_.Find(kPid)->taken(), PerfMapTaken::kExit);
+  ASSERT_NE(maps_.Find(kPid + 1), nullptr);
+  EXPECT_EQ(maps_.Find(kPid + 1)->taken(), PerfMapTaken::kEnd);
+  EXPECT_EQ(NameAt(kPid + 1, 0x10000), "at_end");
+}
+
+TEST_F(PerfMapWatchTest, FileBackedMappingsAndMappingsWithABuildIdAreNotWatched) {
+  system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
+  MakeWatching();
+  Feed(EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat));
+  MmapRecord memfd_elf = KernelMmap2(kPid + 1, 0x10000, 0x11000, "/memfd:elf (deleted)", 5);
+  memfd_elf.format = MmapFormat::kMmap2BuildId;
+  memfd_elf.build_id = Id(kIdV2);  // an ELF file loaded from memory, not JIT code
+  Feed(EncodeMmap(memfd_elf, kFormat));
+  Feed(Anon(kPid + 2, "[heap]"));
+  enricher_->PollPerfMaps();
+  enricher_->FinishPerfMaps();
+  EXPECT_EQ(Asks(), 0u);
+}
+
+TEST_F(PerfMapWatchTest, RefusalsAreKeptOnceAndWhatWasReadStays) {
+  system_.owners[kPid] = {1000, 1000};
+  const std::string why = "/tmp/perf-4242.map: a symbolic link, not a regular file";
+  system_.perf_map_reads[kPid] = {Read("10000 10 good\n"),
+                                  Outcome(PerfMapRead::Outcome::kRefused, why)};
+  MakeWatching();
+  Feed(Anon(kPid));
+  enricher_->PollPerfMaps();
+  enricher_->PollPerfMaps();
+  enricher_->PollPerfMaps();
+  ASSERT_EQ(maps_.refusals().size(), 1u);
+  EXPECT_EQ(maps_.refusals()[0].reason, why);
+  ASSERT_NE(maps_.Find(kPid), nullptr);
+  EXPECT_EQ(NameAt(kPid, 0x10000), "good");
+}
+
+TEST_F(PerfMapWatchTest, APidInUseAgainAfterItsExitNamesTheJitCodeOfNeither) {
+  // One map per pid in the capture: the first process's samples would be
+  // named by the second's map (or the second's by the first's).
+  system_.owners[kPid] = {1000, 1000};
+  system_.perf_map_reads[kPid] = {Read("10000 10 old\n"), Read("10000 10 new\n")};
+  MakeWatching();
+  Feed(Anon(kPid));
+  enricher_->PollPerfMaps();
+  EXPECT_EQ(NameAt(kPid, 0x10000), "old");
+  Feed(Exit(kPid, kPid));
+  system_.owners[kPid] = {2000, 2000};
+  Feed(Anon(kPid));  // another process, the same pid
+  enricher_->PollPerfMaps();
+  enricher_->FinishPerfMaps();
+  EXPECT_EQ(maps_.Find(kPid), nullptr);
+  EXPECT_EQ(NameAt(kPid, 0x10000), "(none)");
+  ASSERT_EQ(maps_.refusals().size(), 1u);
+  EXPECT_NE(maps_.refusals()[0].reason.find("two processes"), std::string::npos)
+      << maps_.refusals()[0].reason;
+  EXPECT_EQ(Asks(), 2u);  // the first process's poll and exit; nothing after the reuse
+}
+
 // -a and -p: a process that existed before the capture.
 class SynthesisTest : public EnricherTest {
  protected:
   void SetUp() override {
     system_.maps[kPid] = {Mapping(kLibStart, kLibEnd, "/lib/libx.so"),
                           Mapping(kLibEnd, kLibEnd + 0x1000, "/lib/libx.so", /*exec=*/false),
-                          Mapping(0x10000, 0x11000, "", /*exec=*/true),  // JIT code: no file
                           Mapping(kVdsoStart, kVdsoEnd, "[vdso]")};
     system_.threads[kPid] = {kPid, kPid + 1};
     system_.comms[kPid] = "prog";
@@ -625,6 +809,43 @@ TEST_F(SynthesisTest, AMappingRemappedAfterTheReadIsNotGivenTheNewFilesId) {
   EXPECT_EQ(lib.build_id_status, PERF_MMAP3_BUILD_ID_UNAVAILABLE);
   EXPECT_EQ(lib.sample_id.time, 0u);  // what was read held until the remap
   EXPECT_GE(enricher_->stats().fill_failures, 1u);
+}
+
+TEST_F(SynthesisTest, AnonymousExecutableMemoryIsSynthesizedAsJitCodeAndWatched) {
+  // JIT code in a process that ran before the capture (-p on a JVM): as
+  // perf, a "//anon" mapping without a build-id (nothing is opened for it),
+  // and the process's perf map is taken.
+  system_.maps[kPid].push_back(Mapping(0x10000, 0x11000, "", /*exec=*/true));
+  system_.maps[kPid].push_back(Mapping(0x20000, 0x21000, "[anon:jit]", /*exec=*/true));
+  system_.maps[kPid].push_back(Mapping(0x30000, 0x31000, "[heap]", /*exec=*/true));  // not JIT
+  system_.owners[kPid] = {1000, 1000};
+  PerfMapRead read;
+  read.outcome = PerfMapRead::Outcome::kRead;
+  read.text = "10000 100 jit_hot\n";
+  read.stamp.size = read.text.size();
+  system_.perf_map_reads[kPid] = {read};
+  PerfMaps maps;
+  EnrichOptions o;
+  o.format = kFormat;
+  o.monotonic_clock = true;
+  o.perf_maps = &maps;
+  enricher_ = std::make_unique<Enricher>(o, system_, overrides_, out_);
+  FakeRings rings;
+  Synthesize(rings);
+  auto records = out_.Records();
+  ASSERT_EQ(records.size(), 6u);  // 2 comms, the library, the [vdso], 2 JIT mappings
+  const MmapRecord& anon = AsMmap(records[4]);
+  EXPECT_EQ(anon.filename, "//anon");  // the kernel's name for it
+  EXPECT_EQ(anon.start, 0x10000u);
+  EXPECT_TRUE(anon.build_id.empty());
+  EXPECT_EQ(AsMmap(records[5]).filename, "[anon:jit]");
+  EXPECT_EQ(system_.opens, 2);  // the library and the [vdso], nothing for JIT code
+  EXPECT_EQ(maps.Find(kPid), nullptr);  // not taken before the capture's tick or end
+  enricher_->FinishPerfMaps();
+  ASSERT_NE(maps.Find(kPid), nullptr);
+  EXPECT_EQ(maps.Find(kPid)->taken(), PerfMapTaken::kEnd);
+  ASSERT_NE(maps.Find(kPid)->Find(0x10010), nullptr);
+  EXPECT_EQ(maps.Find(kPid)->Find(0x10010)->name, "jit_hot");
 }
 
 TEST_F(SynthesisTest, AProcessGoneBeforeItsReadIsSkipped) {
