@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -25,6 +27,14 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
       m.mode, m.samples, m.lost_records, m.lost_samples,
       m.event_lost < 0 ? "" : fmt::format("   lost (per event): {}", m.event_lost),
       m.bad_records, m.late_records));
+  if (m.events.size() > 1) {
+    std::string list;
+    for (const ReportEvent& e : m.events)
+      list += fmt::format("{}{} ({} samples)", list.empty() ? "" : ", ", e.name, e.samples);
+    notes.push_back(fmt::format("events: {}; each is reported on its own, its percentages of its "
+                                "own samples' periods",
+                                list));
+  }
   if (m.late_records != 0) {
     notes.push_back(fmt::format(
         "late records: {} arrived after newer records had been attributed and were applied out "
@@ -93,9 +103,10 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
   return notes;
 }
 
-void WriteTextReport(const ReportModel& m, std::ostream& out) {
-  for (const std::string& note : ReportNotes(m)) fmt::print(out, "# {}\n", note);
-  fmt::print(out, "#\n");
+namespace {
+
+// The table of the rows [begin, end), all of one event.
+void WriteTextTable(const ReportModel& m, size_t begin, size_t end, std::ostream& out) {
   // The columns of --sort, in its order; the last one is not padded.
   struct Column {
     std::string title;
@@ -114,7 +125,8 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
       case SortKey::kBuildId: col.title = "Build-id"; break;
     }
     col.width = col.title.size();
-    for (const ReportRow& r : m.rows) {
+    for (size_t i = begin; i < end; ++i) {
+      const ReportRow& r = m.rows[i];
       std::string cell;
       switch (key) {
         case SortKey::kComm: cell = r.comm; break;
@@ -143,17 +155,46 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
                   : "  " + columns[c].title;
   }
   fmt::print(out, "# {}\n", header);
-  for (size_t i = 0; i < m.rows.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const ReportRow& r = m.rows[i];
     std::string line = children ? fmt::format("{:>7.2f}%  {:>7.2f}%", r.children_percent, r.percent)
                                 : fmt::format("{:>7.2f}%", r.percent);
     line += fmt::format("  {:>8}", r.samples);
     for (size_t c = 0; c < columns.size(); ++c) {
       line += c + 1 < columns.size()
-                  ? fmt::format("  {:<{}}", columns[c].cells[i], columns[c].width)
-                  : "  " + columns[c].cells[i];
+                  ? fmt::format("  {:<{}}", columns[c].cells[i - begin], columns[c].width)
+                  : "  " + columns[c].cells[i - begin];
     }
     fmt::print(out, "  {}\n", line);
+  }
+}
+
+}  // namespace
+
+void WriteTextReport(const ReportModel& m, std::ostream& out) {
+  for (const std::string& note : ReportNotes(m)) fmt::print(out, "# {}\n", note);
+  fmt::print(out, "#\n");
+  if (m.events.size() <= 1) {
+    WriteTextTable(m, 0, m.rows.size(), out);
+    return;
+  }
+  // A section per event, as perf report prints one.
+  size_t begin = 0;
+  for (uint32_t e = 0; e < m.events.size(); ++e) {
+    size_t end = begin;
+    while (end < m.rows.size() && m.rows[end].event == e) ++end;
+    const ReportEvent& event = m.events[e];
+    fmt::print(out, "{}# Samples: {} of event '{}'\n", e == 0 ? "" : "\n", event.samples, event.name);
+    fmt::print(out, "# Event count: {}{}\n", event.period,
+               event.sampled.unit == "count" ? "" : " " + event.sampled.unit);
+    if (m.controls.Filters())
+      fmt::print(out, "# Matching the filters: {} samples, event count {}\n", event.matched_samples,
+                 event.matched_period);
+    if (m.controls.percent_limit > 0)
+      fmt::print(out, "# Below the percent limit: {} rows\n", event.rows_below_limit);
+    fmt::print(out, "#\n");
+    WriteTextTable(m, begin, end, out);
+    begin = end;
   }
 }
 
@@ -181,8 +222,9 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
   }
   const ReportControls& c = m.controls;
   const bool by_file = c.Has(SortKey::kDso) || c.Has(SortKey::kBuildId);
-  json rows = json::array();
+  std::vector<json> rows_of(std::max<size_t>(m.events.size(), 1), json::array());
   for (const ReportRow& r : m.rows) {
+    json& rows = rows_of[std::min<size_t>(r.event, rows_of.size() - 1)];
     // Only the fields of the --sort keys (all of them by default).
     json row = {{"samples", r.samples}, {"period", r.period}, {"percent", r.percent}};
     if (c.children) {
@@ -214,6 +256,18 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                    {"percent_limit", c.percent_limit},
                    {"rows_below_limit", m.rows_below_limit}};
 
+  json events = json::array();
+  for (size_t e = 0; e < m.events.size(); ++e) {
+    const ReportEvent& ev = m.events[e];
+    events.push_back({{"name", ev.name},
+                      {"unit", ev.sampled.unit},
+                      {"samples", ev.samples},
+                      {"period", ev.period},
+                      {"matched_samples", ev.matched_samples},
+                      {"matched_period", ev.matched_period},
+                      {"rows_below_limit", ev.rows_below_limit},
+                      {"rows", rows_of[e]}});
+  }
   json doc = {{"schema", "mmap3-reader-report/1"},
               {"capture",
                {{"mode", m.mode},
@@ -235,7 +289,11 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"mappings", mappings},
                 {"symbol_files", symbol_files}}},
               {"controls", controls},
-              {"rows", rows}};
+              {"events", events}};
+  // One event: its rows at the top level too, where they always were.
+  // Several: only in their events, so that no one adds up rows whose
+  // periods count different things.
+  if (m.events.size() <= 1) doc["rows"] = rows_of[0];
   // Replace invalid UTF-8 (file names are bytes) instead of throwing.
   out << doc.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
 }

@@ -100,6 +100,7 @@ struct ReportRow {
   // anywhere in its chain, once per sample, and its share.
   uint64_t children_period = 0;
   double children_percent = 0;
+  uint32_t event = 0;  // index into ReportModel::events
 };
 
 // `script`: one sampled address, symbolized once (see ScriptSample).
@@ -120,6 +121,7 @@ struct ScriptSample {
   uint64_t period = 0;
   std::string comm;
   std::vector<uint32_t> locations;  // into script_locations, the sample's ip first
+  uint32_t event = 0;  // index into ReportModel::events
 };
 
 struct ReportMapping {
@@ -174,6 +176,7 @@ struct FrameStack {
   std::vector<uint32_t> locations;  // indices into frame_locations, leaf first
   uint64_t samples = 0;
   uint64_t period = 0;
+  uint32_t event = 0;  // index into ReportModel::events
 };
 
 // What a sample's period counts: "cpu" in "nanoseconds" for the cpu-clock
@@ -185,6 +188,19 @@ struct SampledEvent {
   std::string unit = "count";
   uint64_t period = 0;
   std::string note;  // what else a reader of the numbers must know, or ""
+};
+
+// One sampling event of a capture, reported on its own as perf reports
+// each event: its rows' percentages are of its own samples' periods (the
+// periods of different events count different things and are never added
+// up).  A capture whose samples do not say their event (several events,
+// no PERF_SAMPLE_ID or IDENTIFIER) is one event named after all of them.
+struct ReportEvent {
+  std::string name;      // perf's name: "cycles", "page-faults", ..., or "event-TYPE-0xCONFIG"
+  SampledEvent sampled;  // what its period counts
+  uint64_t samples = 0, period = 0;
+  uint64_t matched_samples = 0, matched_period = 0;  // what the filters let through
+  uint64_t rows_below_limit = 0;
 };
 
 // A kernel module's mapping as record wrote it: "[ext4]" at its load address.
@@ -225,7 +241,12 @@ struct ReportModel {
   // module, another build, BPF): their samples are [unknown].  Paths.
   std::vector<std::string> changed_kernel_modules;
   std::array<uint64_t, kBuildIdSourceCount> mappings_by_source{};
+  // Rows of every event, event by event (in the order of `events`), each
+  // event's sorted by overhead.
   std::vector<ReportRow> rows;
+  // The sampling events, in the capture's order; at least one.  samples,
+  // period and the matched counts above are their sums.
+  std::vector<ReportEvent> events;
   std::vector<ReportMapping> mappings;
   std::vector<SymbolFile> symbol_files;  // by build-id
   std::vector<ReportStack> stacks;
