@@ -153,11 +153,7 @@ uint64_t CaptureEvents::straddled() const {
   return n;
 }
 
-namespace {
-
-// Why perf_event_open refused a sampling event, in one line that names it,
-// when the reason is the machine's (nothing the user can change but the
-// event): other errors keep the system call's context.
+// Nothing the user can change but the event: said so, in one line.
 Status EventOpenError(const EventSpec& event, const Status& open_error) {
   const int e = open_error.error_number();
   if (e == ENOENT || e == EOPNOTSUPP) {
@@ -180,8 +176,6 @@ Status EventOpenError(const EventSpec& event, const Status& open_error) {
   }
   return open_error;
 }
-
-}  // namespace
 
 Status CaptureEvents::OpenAll(const EventOptions& options) {
   events_spec_ = options.events.empty() ? std::vector<EventSpec>{DefaultEvent()} : options.events;

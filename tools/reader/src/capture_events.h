@@ -129,6 +129,12 @@ class CaptureEvents {
   uint64_t records_ = 0;
 };
 
+// The error for a sampling event perf_event_open refused: one line naming
+// the event and why, when the reason is the machine's (ENOENT: no PMU
+// counts it; EOPNOTSUPP: it cannot be sampled), else the system call's
+// error with the event's name in its context.
+Status EventOpenError(const EventSpec& event, const Status& open_error);
+
 // Online CPUs from /sys/devices/system/cpu/online.
 std::vector<int> OnlineCpus();
 // "0-3,5": a sorted list as the kernel prints it.
