@@ -203,8 +203,13 @@ Status CaptureEvents::OpenAll(const EventOptions& options) {
   }
   // IDENTIFIER: several events share the file (and a buffer), and perf
   // finds a record's event by the id at a fixed place.
+  // PERIOD only with -F, where the kernel varies it: with a fixed period
+  // a software event that records PERF_SAMPLE_PERIOD is sampled on every
+  // occurrence with period 1 (perf_swevent_event()), not every -c
+  // occurrences; perf record -c leaves it out too, and the period is the
+  // attr's.
   a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-                  PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
+                  PERF_SAMPLE_CPU | (options.period == 0 ? PERF_SAMPLE_PERIOD : 0) |
                   (options.callchains ? PERF_SAMPLE_CALLCHAIN : 0);
   a.read_format = PERF_FORMAT_ID | kFormatLost;
   // CLOCK_MONOTONIC instead of the default perf clock (local_clock, which

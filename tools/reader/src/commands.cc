@@ -184,6 +184,12 @@ std::string EventNameOf(const perf_event_attr& a) {
   return name.empty() ? fmt::format("event-{}-{:#x}", a.type, a.config) : name;
 }
 
+// A fixed period the samples do not carry (perf record -c writes no
+// PERF_SAMPLE_PERIOD): the attr's; 0 otherwise.
+uint64_t FixedPeriod(const perf_event_attr& a) {
+  return !a.freq && !(a.sample_type & PERF_SAMPLE_PERIOD) ? a.sample_period : 0;
+}
+
 // The sampling events of a capture (its attrs but the side-band dummy) as
 // the report shows them, and which a sample is of, by its id.  Samples
 // that do not carry an id (no PERF_SAMPLE_ID or IDENTIFIER) cannot be told
@@ -213,6 +219,10 @@ CaptureEventsOf EventsOf(const std::vector<perf_event_attr>& attrs,
       all.push_back(attrs[i]);
     }
     e.sampled = SampledEventOf(all);
+    // One fixed period for all, or none.
+    e.fixed_period = FixedPeriod(attrs[sampling[0]]);
+    for (size_t i : sampling)
+      if (FixedPeriod(attrs[i]) != e.fixed_period) e.fixed_period = 0;
     out.events.push_back(std::move(e));
     return out;
   }
@@ -221,6 +231,7 @@ CaptureEventsOf EventsOf(const std::vector<perf_event_attr>& attrs,
     ReportEvent e;
     e.name = EventNameOf(attrs[i]);
     e.sampled = SampledEventOf({attrs[i]});
+    e.fixed_period = FixedPeriod(attrs[i]);
     out.events.push_back(std::move(e));
     for (uint64_t id : ids[i]) out.event_of_id.emplace(id, index);
   }
@@ -243,7 +254,8 @@ SampledEvent SampledEventOf(const std::vector<perf_event_attr>& attrs) {
       e.note = "several events: their periods are added up in one value";
       return e;
     }
-    if (!(other->sample_type & PERF_SAMPLE_PERIOD)) {
+    // Without recorded periods, a fixed period is the attr's (perf -c).
+    if (!(other->sample_type & PERF_SAMPLE_PERIOD) && (other->freq || other->sample_period == 0)) {
       e.note = "periods not recorded: every sample counts 1";
       return e;
     }

@@ -240,10 +240,13 @@ void Profile::OnSample(const SampleRecord& s) {
     }
     event = it->second;
   }
+  // A fixed period (-c) that the samples do not carry is the attr's.
+  const uint64_t fixed = options_.events[event].fixed_period;
+  const uint64_t period = fixed != 0 && !(format_.sample_type & PERF_SAMPLE_PERIOD) ? fixed : s.period;
   ++samples_;
-  period_ += s.period;
+  period_ += period;
   ++event_samples_[event];
-  event_period_[event] += s.period;
+  event_period_[event] += period;
   const uint64_t task_key = uint64_t{event} << 32 | s.tid;
   auto cached = comm_of_tid_.find(task_key);
   if (cached == comm_of_tid_.end())
@@ -257,7 +260,7 @@ void Profile::OnSample(const SampleRecord& s) {
   const Space space = SampleSpace(s.misc);
   Frame leaf = Resolve(s.pid, s.ip, space);
   if (leaf.object == nullptr) ++unattributed_;
-  flat_.Add(comm, leaf.object, leaf.offset, 1, s.period);
+  flat_.Add(comm, leaf.object, leaf.offset, 1, period);
 
   if (!options_.callchains && !options_.sample_frames && !options_.controls.children &&
       !options_.script)
@@ -308,17 +311,17 @@ void Profile::OnSample(const SampleRecord& s) {
     for (const Frame& f : addressed) chain.emplace_back(f.object, f.offset);
     ChainSums& sums = chains_[{comm, std::move(chain)}];
     ++sums.samples;
-    sums.period += s.period;
+    sums.period += period;
   }
   if (options_.script) {
     const bool has_cpu = (format_.sample_type & PERF_SAMPLE_CPU) != 0;
     kept_.push_back(KeptSample{s.time, s.pid, s.tid, has_cpu ? static_cast<int64_t>(s.cpu) : -1,
-                               s.period, comm, addressed, std::move(ips)});
+                               period, comm, addressed, std::move(ips)});
   }
   if (options_.sample_frames) {
     FrameSums& sums = frame_stacks_[{comm, std::move(addressed)}];
     ++sums.samples;
-    sums.period += s.period;
+    sums.period += period;
   }
 }
 

@@ -31,7 +31,13 @@
 //                 by build-id: where the file they came from was found;
 //                 "debuginfod": fetched from DEBUGINFOD_URLS by this report)
 //   },
-//   "rows": [{"samples": N, "period": N, "percent": F, "comm": "...",
+//   "events": [{"name": "...", "unit": "nanoseconds" | "count", "samples": N,
+//               "period": N, "matched_samples": N, "matched_period": N,
+//               "rows_below_limit": N, "rows": [...]}]
+//              (each sampling event with its own rows, whose percentages
+//               are of its own periods),
+//   "rows" (one event only; with several, only in "events"):
+//           [{"samples": N, "period": N, "percent": F, "comm": "...",
 //             "path": "...", "build_id": "full hex" | "", "symbol": "...",
 //             "symbol_status": "found" | "no_symbol" | "no_file" |
 //                              "no_build_id" | "no_mapping" | "guest" |
@@ -198,6 +204,10 @@ struct SampledEvent {
 struct ReportEvent {
   std::string name;      // perf's name: "cycles", "page-faults", ..., or "event-TYPE-0xCONFIG"
   SampledEvent sampled;  // what its period counts
+  // The attr's sample_period for samples that do not record theirs (a
+  // fixed period without PERF_SAMPLE_PERIOD, as perf record -c and record
+  // -c write them); 0: the samples' own.
+  uint64_t fixed_period = 0;
   uint64_t samples = 0, period = 0;
   uint64_t matched_samples = 0, matched_period = 0;  // what the filters let through
   uint64_t rows_below_limit = 0;

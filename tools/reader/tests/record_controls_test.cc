@@ -526,6 +526,43 @@ TEST_F(TwoEventsTest, FoldedStacksStartWithTheirEvent) {
   EXPECT_EQ(out.str(), "page-faults;app;touch 2\ntask-clock;app;spin 3\ntask-clock;app;touch 1\n");
 }
 
+TEST_F(TwoEventsTest, AFixedPeriodNotInTheSamplesIsTheAttrs) {
+  // record -c (as perf record -c) leaves PERF_SAMPLE_PERIOD out: a software
+  // event that records it is sampled on every occurrence.  Each sample
+  // then stands for the attr's sample_period, not for 1.
+  const SampleFormat no_period{kFormat.sample_type & ~uint64_t{PERF_SAMPLE_PERIOD}, 0, true};
+  const std::string file = dir_.File("fixed.data");
+  {
+    PerfFileAttr faults = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, 8, {kFaultsId});
+    PerfFileAttr clock = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, 250000, {101});
+    PerfFileAttr sideband = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, 0, {kSidebandId});
+    for (PerfFileAttr* a : {&faults, &clock, &sideband}) a->attr.sample_type = no_period.sample_type;
+    auto w = PerfDataWriter::Create(file, {faults, clock, sideband});
+    ASSERT_TRUE(w.ok());
+    SampleRecord s;
+    s.misc = PERF_RECORD_MISC_USER;
+    s.pid = s.tid = 5;
+    s.ip = touch_;
+    uint64_t t = 1;
+    for (uint64_t id : {kFaultsId, kFaultsId, uint64_t{101}}) {
+      s.id = id;
+      s.time = t++;
+      ASSERT_TRUE(w->Write(EncodeSample(s, {}, no_period)).ok());
+    }
+    ASSERT_TRUE(w->Finish({}, "{}").ok());
+  }
+  ReportModel m = Report(file, {}, /*script=*/true);
+  ASSERT_EQ(m.events.size(), 2u);
+  EXPECT_EQ(m.events[0].name, "page-faults");
+  EXPECT_EQ(m.events[0].samples, 2u);
+  EXPECT_EQ(m.events[0].period, 16u);
+  EXPECT_EQ(m.events[1].period, 250000u);
+  EXPECT_EQ(m.events[0].sampled.note, "event page-faults sampled every 8 count");
+  ASSERT_EQ(m.script.size(), 3u);
+  EXPECT_EQ(m.script[0].period, 8u);
+  EXPECT_EQ(m.script[2].period, 250000u);
+}
+
 std::string Gunzip(const std::string& gz) {
   z_stream z;
   std::memset(&z, 0, sizeof(z));
