@@ -82,9 +82,10 @@ def find(sym, comm=None):
 ok = eval(sys.argv[2])
 if not ok:
     print("check failed:", sys.argv[2])
-    lib = [r for r in rows if r["path"].endswith("/libe2e.so")]
+    # Rows have the fields of their --sort keys only.
+    lib = [r for r in rows if r.get("path", "").endswith("/libe2e.so")]
     for r in rows[:15] + [r for r in lib if r not in rows[:15]]:
-        print("  ", r["samples"], r["comm"], r["path"], r["build_id"], r["symbol"], r["source"])
+        print("  ", r["samples"], *(r[k] for k in ("comm", "pid", "tid", "path", "build_id", "symbol", "source") if k in r))
     sys.exit(1)
 PY
 }
