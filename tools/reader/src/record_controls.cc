@@ -68,6 +68,10 @@ std::vector<std::string_view> Items(std::string_view text) {
   return items;
 }
 
+// The shortest period the kernel's cpu-clock and task-clock timers fire
+// at, in nanoseconds.
+constexpr uint64_t kMinClockPeriod = 10000;
+
 // Well above any kernel's NR_CPUS (8192 on x86_64 distributions).
 constexpr uint64_t kMaxCpu = 1 << 20;
 
@@ -225,6 +229,26 @@ std::optional<RecordTargets> CheckRecordArgs(const RecordArgs& a, std::string* e
   } else {
     t.events = ParseEventList(a.events, error);
     if (t.events.empty()) return std::nullopt;
+  }
+  if (a.period && *a.period >= uint64_t{1} << 63) {
+    // perf_event_open refuses a sample_period with the top bit set.
+    *error = fmt::format("-c {}: the period must be below 2^63", *a.period);
+    return std::nullopt;
+  }
+  if (a.period && *a.period < kMinClockPeriod) {
+    // cpu-clock and task-clock sample from an hrtimer the kernel fires at
+    // most every 10 us (perf_swevent_start_hrtimer), while their samples
+    // say the period asked for: each would stand for less time than it did.
+    for (const EventSpec& e : t.events) {
+      if (e.type == PERF_TYPE_SOFTWARE &&
+          (e.config == PERF_COUNT_SW_CPU_CLOCK || e.config == PERF_COUNT_SW_TASK_CLOCK)) {
+        *error = fmt::format("-c {}: {}'s timer fires at most every {} ns, so each sample would "
+                             "stand for at least {} ns, not {}: give -c {} or more",
+                             *a.period, e.name, kMinClockPeriod, kMinClockPeriod, *a.period,
+                             kMinClockPeriod);
+        return std::nullopt;
+      }
+    }
   }
   if (a.period) t.period = *a.period;
   if (a.frequency) t.frequency = *a.frequency;

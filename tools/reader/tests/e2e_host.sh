@@ -1528,6 +1528,7 @@ t_record_controls_errors() {
 2|-t 1 -p 1
 2|-t 1 -- true
 2|-c 0 -- true
+2|-e task-clock -c 1000 -- true
 1|-C 4000 --no-buildid-cache -- true
 1|-t 999999999
 EOT

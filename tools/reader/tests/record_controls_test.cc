@@ -164,17 +164,45 @@ TEST(RecordArgsTest, FrequencyAndPeriodExcludeEachOther) {
   RecordArgs a;
   a.has_command = true;
   a.frequency = 100;
-  a.period = 5000;
+  a.period = 50000;
   std::string error;
   EXPECT_FALSE(Check(a, &error));
   EXPECT_EQ(error, "-F (samples per second) and -c (a sample every N events) exclude each other; give one");
   a.frequency.reset();
   auto t = Check(a, &error);
   ASSERT_TRUE(t) << error;
-  EXPECT_EQ(t->period, 5000u);
+  EXPECT_EQ(t->period, 50000u);
   a.period = 0;
   EXPECT_FALSE(Check(a, &error));
   EXPECT_EQ(error, "-c 0: the period must be at least 1");
+}
+
+TEST(RecordArgsTest, AClockPeriodBelowTheKernelsTimerIsRefused) {
+  // cpu-clock and task-clock sample from an hrtimer that the kernel fires
+  // at most every 10000 ns (perf_swevent_start_hrtimer), yet it reports
+  // the period asked for: -e task-clock -c 1000 over 200 ms of CPU gave
+  // 20101 samples of period 1000, an event count of 20 ms.  Refused.
+  RecordArgs a;
+  a.has_command = true;
+  a.period = 9999;
+  std::string error;
+  EXPECT_FALSE(Check(a, &error));  // cpu-clock, the default
+  EXPECT_EQ(error,
+            "-c 9999: cpu-clock's timer fires at most every 10000 ns, so each sample would stand "
+            "for at least 10000 ns, not 9999: give -c 10000 or more");
+  a.events = {"page-faults,task-clock"};
+  EXPECT_FALSE(Check(a, &error));
+  EXPECT_NE(error.find("task-clock's timer"), std::string::npos) << error;
+  a.period = 10000;
+  EXPECT_TRUE(Check(a, &error)) << error;
+  // Other events are counted, not timed: any period.
+  a.events = {"page-faults"};
+  a.period = 1;
+  EXPECT_TRUE(Check(a, &error)) << error;
+  // The kernel takes no period with the top bit set (EINVAL): a usage error.
+  a.period = uint64_t{1} << 63;
+  EXPECT_FALSE(Check(a, &error));
+  EXPECT_EQ(error, "-c 9223372036854775808: the period must be below 2^63");
 }
 
 TEST(RecordArgsTest, CpusAreSystemWideAsPerfs) {
