@@ -179,6 +179,11 @@ bool IsSideband(const perf_event_attr& a) {
   return a.type == PERF_TYPE_SOFTWARE && a.config == PERF_COUNT_SW_DUMMY;
 }
 
+// An event that takes samples of its own: a period or a frequency.  A
+// group member of perf record's leader sampling (:S) has neither; its
+// counts ride in the leader's samples (PERF_SAMPLE_READ).
+bool Samples(const perf_event_attr& a) { return a.freq || a.sample_period != 0; }
+
 std::string EventNameOf(const perf_event_attr& a) {
   std::string name = EventName(a.type, a.config);
   return name.empty() ? fmt::format("event-{}-{:#x}", a.type, a.config) : name;
@@ -197,14 +202,20 @@ uint64_t FixedPeriod(const perf_event_attr& a) {
 struct CaptureEventsOf {
   std::vector<ReportEvent> events;
   std::unordered_map<uint64_t, uint32_t> event_of_id;
+  std::vector<std::string> unsampled;  // events that take no samples, by name
 };
 
 CaptureEventsOf EventsOf(const std::vector<perf_event_attr>& attrs,
                          const std::vector<std::vector<uint64_t>>& ids) {
   CaptureEventsOf out;
   std::vector<size_t> sampling;
-  for (size_t i = 0; i < attrs.size(); ++i)
-    if (!IsSideband(attrs[i])) sampling.push_back(i);
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    if (IsSideband(attrs[i])) continue;
+    if (Samples(attrs[i]))
+      sampling.push_back(i);
+    else
+      out.unsampled.push_back(EventNameOf(attrs[i]));
+  }
   if (sampling.empty()) return out;
   bool identified = sampling.size() > 1;
   for (size_t i : sampling) {
@@ -243,7 +254,7 @@ CaptureEventsOf EventsOf(const std::vector<perf_event_attr>& attrs,
 SampledEvent SampledEventOf(const std::vector<perf_event_attr>& attrs) {
   std::vector<const perf_event_attr*> sampling;
   for (const perf_event_attr& a : attrs) {
-    if (IsSideband(a)) continue;
+    if (IsSideband(a) || !Samples(a)) continue;
     sampling.push_back(&a);
   }
   SampledEvent e;
@@ -489,6 +500,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     auto it = module_by_path.find(path);
     return it == module_by_path.end() ? BuildId() : it->second;
   };
+  std::vector<std::string> unsampled;
   {
     std::vector<perf_event_attr> attrs;
     std::vector<std::vector<uint64_t>> ids;
@@ -499,6 +511,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     CaptureEventsOf events = EventsOf(attrs, ids);
     po.events = std::move(events.events);
     po.event_of_id = std::move(events.event_of_id);
+    unsampled = std::move(events.unsampled);
   }
   Profile profile(po);
 
@@ -544,6 +557,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     for (const PerfFileAttr& a : r.attrs()) attrs.push_back(a.attr);
     model.event = SampledEventOf(attrs);
   }
+  model.unsampled_events = std::move(unsampled);
   model.bad_records += framing_errors + ring_bad;
   model.late_records = sorter.late();
   model.event_lost = event_lost;

@@ -35,6 +35,14 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
                                 "own samples' periods",
                                 list));
   }
+  if (!m.unsampled_events.empty()) {
+    std::string list;
+    for (const std::string& name : m.unsampled_events) list += (list.empty() ? "" : ", ") + name;
+    notes.push_back(fmt::format("not sampled: {} (counted only, with no period or frequency of "
+                                "their own, as perf record's :S makes a group's members; their "
+                                "counts are not attributed here)",
+                                list));
+  }
   if (m.late_records != 0) {
     notes.push_back(fmt::format(
         "late records: {} arrived after newer records had been attributed and were applied out "
@@ -273,6 +281,7 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                {{"mode", m.mode},
                 {"samples", m.samples},
                 {"period", m.period},
+                {"unsampled_events", m.unsampled_events},
                 {"lost_records", m.lost_records},
                 {"lost_samples", m.lost_samples},
                 {"event_lost", m.event_lost < 0 ? json(nullptr) : json(m.event_lost)},

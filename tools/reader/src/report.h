@@ -6,7 +6,8 @@
 //   "schema": "mmap3-reader-report/1",
 //   "capture": {
 //     "mode": "mmap3" | "mmap2-build-id" | "mmap2" | "perf.data",
-//     "samples": N, "period": N, "lost_records": N, "lost_samples": N,
+//     "samples": N, "period": N, "unsampled_events": ["name", ...]
+//     (counted, not sampled: see ReportModel), "lost_records": N, "lost_samples": N,
 //     "event_lost": N | null,
 //     "bad_records": N,
 //     "late_records": N   (records older than one already attributed:
@@ -257,6 +258,11 @@ struct ReportModel {
   // The sampling events, in the capture's order; at least one.  samples,
   // period and the matched counts above are their sums.
   std::vector<ReportEvent> events;
+  // Events of the capture that do not sample (neither period nor
+  // frequency: group members read through their leader's samples, perf
+  // record's :S), by name.  Not in `events`: their counts are not
+  // attributed here.
+  std::vector<std::string> unsampled_events;
   std::vector<ReportMapping> mappings;
   std::vector<SymbolFile> symbol_files;  // by build-id
   std::vector<ReportStack> stacks;

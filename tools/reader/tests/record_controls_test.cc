@@ -591,6 +591,42 @@ TEST_F(TwoEventsTest, AFixedPeriodNotInTheSamplesIsTheAttrs) {
   EXPECT_EQ(m.script[2].period, 250000u);
 }
 
+TEST_F(TwoEventsTest, AGroupMemberThatDoesNotSampleIsNotReportedAsZero) {
+  // perf record -e '{task-clock,page-faults}:S': only the leader samples;
+  // page-faults has neither a period nor a frequency, and its counts are
+  // in the leader's samples (PERF_SAMPLE_READ), which this report does not
+  // attribute.  It is not an event with 0 samples and an event count of 0
+  // (page faults there were): it is said to be unsampled.
+  const std::string file = dir_.File("leader.data");
+  {
+    PerfFileAttr clock = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, 1000000, {101});
+    PerfFileAttr faults = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, 0, {kFaultsId});
+    PerfFileAttr sideband = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_DUMMY, 0, {kSidebandId});
+    auto w = PerfDataWriter::Create(file, {clock, faults, sideband});
+    ASSERT_TRUE(w.ok());
+    uint64_t t = 1;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(w->Write(Sample(101, spin_, 1000000, t++, 0)).ok());
+    ASSERT_TRUE(w->Finish({}, "{}").ok());
+  }
+  ReportModel m = Report(file);
+  ASSERT_EQ(m.events.size(), 1u);
+  EXPECT_EQ(m.events[0].name, "task-clock");
+  EXPECT_EQ(m.events[0].samples, 3u);
+  EXPECT_EQ(m.event.note, "event task-clock sampled every 1000000 nanoseconds");
+  EXPECT_EQ(m.unsampled_events, std::vector<std::string>{"page-faults"});
+  std::ostringstream text, json_text;
+  WriteTextReport(m, text);
+  EXPECT_EQ(text.str().find("of event 'page-faults'"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("# not sampled: page-faults (counted only, with no period or frequency "
+                            "of their own, as perf record's :S makes a group's members; their "
+                            "counts are not attributed here)\n"),
+            std::string::npos)
+      << text.str();
+  WriteJsonReport(m, json_text);
+  auto doc = nlohmann::json::parse(json_text.str());
+  EXPECT_EQ(doc["capture"]["unsampled_events"], nlohmann::json::array({"page-faults"}));
+}
+
 std::string Gunzip(const std::string& gz) {
   z_stream z;
   std::memset(&z, 0, sizeof(z));
