@@ -282,6 +282,7 @@ SampledEvent SampledEventOf(const std::vector<perf_event_attr>& attrs) {
     e.note = fmt::format("event {} sampled at {} Hz", name, a.sample_freq);
   } else {
     e.period = a.sample_period;
+    e.fixed = true;
     e.note = fmt::format("event {} sampled every {} {}", name, a.sample_period, e.unit);
   }
   return e;

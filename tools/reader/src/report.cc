@@ -35,6 +35,19 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
                                 "own samples' periods",
                                 list));
   }
+  // cpu-clock and task-clock fire from an hrtimer the kernel starts at
+  // most every 10 us (perf_swevent_start_hrtimer), yet their samples carry
+  // the fixed period asked for.
+  constexpr uint64_t kMinClockPeriod = 10000;
+  for (const ReportEvent& e : m.events) {
+    const SampledEvent& s = e.sampled;
+    if (s.unit == "nanoseconds" && s.fixed && s.period != 0 && s.period < kMinClockPeriod)
+      notes.push_back(fmt::format(
+          "{}: the kernel fires its timer at most every {} ns, so each sample stood for at least "
+          "that; its event count and periods are up to {:.3g} times too small (percentages hold: "
+          "every sample has the same period)",
+          s.note, kMinClockPeriod, static_cast<double>(kMinClockPeriod) / static_cast<double>(s.period)));
+  }
   if (!m.unsampled_events.empty()) {
     std::string list;
     for (const std::string& name : m.unsampled_events) list += (list.empty() ? "" : ", ") + name;

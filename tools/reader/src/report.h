@@ -194,6 +194,7 @@ struct SampledEvent {
   std::string name = "events";
   std::string unit = "count";
   uint64_t period = 0;
+  bool fixed = false;  // period is the attr's sample_period (-c), not from a frequency
   std::string note;  // what else a reader of the numbers must know, or ""
 };
 

@@ -627,6 +627,41 @@ TEST_F(TwoEventsTest, AGroupMemberThatDoesNotSampleIsNotReportedAsZero) {
   EXPECT_EQ(doc["capture"]["unsampled_events"], nlohmann::json::array({"page-faults"}));
 }
 
+TEST_F(TwoEventsTest, AClockPeriodBelowTheKernelsTimerIsSaid) {
+  // perf record -e cpu-clock -c 1000: the kernel fires the timer every
+  // 10000 ns but each sample says 1000 (200 ms of CPU gave an event count
+  // of 20 ms).  The report cannot know the true count; it says so.
+  const std::string file = dir_.File("clock.data");
+  {
+    PerfFileAttr clock = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, 1000, {101});
+    auto w = PerfDataWriter::Create(file, {clock});
+    ASSERT_TRUE(w.ok());
+    uint64_t t = 1;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(w->Write(Sample(101, spin_, 1000, t++, 0)).ok());
+    ASSERT_TRUE(w->Finish({}, "{}").ok());
+  }
+  std::ostringstream text;
+  WriteTextReport(Report(file), text);
+  EXPECT_NE(text.str().find("# event cpu-clock sampled every 1000 nanoseconds: the kernel fires "
+                            "its timer at most every 10000 ns, so each sample stood for at least "
+                            "that; its event count and periods are up to 10 times too small "
+                            "(percentages hold: every sample has the same period)\n"),
+            std::string::npos)
+      << text.str();
+  // At 10000 and above, nothing to say.
+  const std::string ok_file = dir_.File("clock_ok.data");
+  {
+    PerfFileAttr clock = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, 10000, {101});
+    auto w = PerfDataWriter::Create(ok_file, {clock});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Write(Sample(101, spin_, 10000, 1, 0)).ok());
+    ASSERT_TRUE(w->Finish({}, "{}").ok());
+  }
+  std::ostringstream ok_text;
+  WriteTextReport(Report(ok_file), ok_text);
+  EXPECT_EQ(ok_text.str().find("timer"), std::string::npos) << ok_text.str();
+}
+
 std::string Gunzip(const std::string& gz) {
   z_stream z;
   std::memset(&z, 0, sizeof(z));
