@@ -237,6 +237,7 @@ CaptureEventsOf EventsOf(const std::vector<perf_event_attr>& attrs,
     out.events.push_back(std::move(e));
     return out;
   }
+  std::set<uint64_t> ambiguous;
   for (size_t i : sampling) {
     const uint32_t index = static_cast<uint32_t>(out.events.size());
     ReportEvent e;
@@ -244,8 +245,14 @@ CaptureEventsOf EventsOf(const std::vector<perf_event_attr>& attrs,
     e.sampled = SampledEventOf({attrs[i]});
     e.fixed_period = FixedPeriod(attrs[i]);
     out.events.push_back(std::move(e));
-    for (uint64_t id : ids[i]) out.event_of_id.emplace(id, index);
+    for (uint64_t id : ids[i]) {
+      auto [it, inserted] = out.event_of_id.emplace(id, index);
+      if (!inserted && it->second != index) ambiguous.insert(id);
+    }
   }
+  // An id that two events list says of neither which a sample is: its
+  // samples are counted as bad records, not given to one of them.
+  for (uint64_t id : ambiguous) out.event_of_id.erase(id);
   return out;
 }
 

@@ -662,6 +662,29 @@ TEST_F(TwoEventsTest, AClockPeriodBelowTheKernelsTimerIsSaid) {
   EXPECT_EQ(ok_text.str().find("timer"), std::string::npos) << ok_text.str();
 }
 
+TEST_F(TwoEventsTest, AnIdOfTwoEventsIsOfNeither) {
+  // A file whose attrs both list id 101: its samples could be of either.
+  // Not the first attr's silently (perf's lookup would find the last):
+  // counted as bad records, which the report shows.
+  const std::string file = dir_.File("dup.data");
+  {
+    PerfFileAttr clock = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, 1000000, {101, 102});
+    PerfFileAttr faults = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, 1, {kFaultsId, 101});
+    auto w = PerfDataWriter::Create(file, {clock, faults});
+    ASSERT_TRUE(w.ok());
+    uint64_t t = 1;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(w->Write(Sample(101, spin_, 1000000, t++, 0)).ok());
+    ASSERT_TRUE(w->Write(Sample(102, spin_, 1000000, t++, 1)).ok());
+    ASSERT_TRUE(w->Write(Sample(kFaultsId, touch_, 1, t++, 0)).ok());
+    ASSERT_TRUE(w->Finish({}, "{}").ok());
+  }
+  ReportModel m = Report(file);
+  ASSERT_EQ(m.events.size(), 2u);
+  EXPECT_EQ(m.events[0].samples, 1u);  // 102 only
+  EXPECT_EQ(m.events[1].samples, 1u);
+  EXPECT_EQ(m.bad_records, 3u);
+}
+
 std::string Gunzip(const std::string& gz) {
   z_stream z;
   std::memset(&z, 0, sizeof(z));
