@@ -90,13 +90,17 @@ Capture::~Capture() = default;
 Status Capture::Setup() {
   if ((options_.data_pages & (options_.data_pages - 1)) != 0 || options_.data_pages == 0)
     return Status::Failure("buffer size must be a power of two pages");
-  if (options_.target == CaptureOptions::Target::kPids) {
+  if (options_.target == CaptureOptions::Target::kPids ||
+      options_.target == CaptureOptions::Target::kThreads) {
     // As perf's -p: a thread id stands for its whole process.  Samples and
     // task records carry the process id, so that is what the synthesized
-    // records and the process model must use.
+    // records and the process model must use.  -t samples its threads
+    // alone, but their processes' mappings are read and followed.
+    const bool threads = options_.target == CaptureOptions::Target::kThreads;
     std::vector<pid_t> tgids;
-    for (pid_t pid : options_.pids) {
-      if (!ProcessExists(pid)) return Status::FromErrno(ESRCH, fmt::format("process {}", pid));
+    for (pid_t pid : threads ? options_.tids : options_.pids) {
+      if (!ProcessExists(pid))
+        return Status::FromErrno(ESRCH, fmt::format("{} {}", threads ? "thread" : "process", pid));
       const pid_t tgid = ReadTgid(pid).value_or(pid);
       if (std::find(tgids.begin(), tgids.end(), tgid) == tgids.end()) tgids.push_back(tgid);
     }
@@ -115,10 +119,18 @@ Status Capture::Setup() {
   }
   EventOptions eo;
   switch (options_.target) {
-    case CaptureOptions::Target::kSystemWide: eo.scope = EventOptions::Scope::kSystemWide; break;
+    case CaptureOptions::Target::kSystemWide:
+      eo.scope = EventOptions::Scope::kSystemWide;
+      eo.cpus = options_.cpus;
+      break;
     case CaptureOptions::Target::kPids:
       eo.scope = EventOptions::Scope::kPids;
       eo.pids = options_.pids;
+      break;
+    case CaptureOptions::Target::kThreads:
+      eo.scope = EventOptions::Scope::kThreads;
+      eo.pids = options_.pids;
+      eo.tids = options_.tids;
       break;
     case CaptureOptions::Target::kCommand:
       eo.scope = EventOptions::Scope::kCommand;
@@ -127,6 +139,8 @@ Status Capture::Setup() {
   }
   eo.mode = mode_.mode;
   eo.frequency = options_.frequency;
+  eo.period = options_.period;
+  eo.events = options_.events;
   eo.callchains = options_.callchains;
   eo.data_pages = options_.data_pages;
   auto events = CaptureEvents::Open(eo);
@@ -167,10 +181,11 @@ Status Capture::Run(CaptureSink& sink) {
 
   CaptureEvents& events = *events_;
   const size_t buffers = events.buffer_count();
-  // -p ends when every target has exited (as perf record -p): an event
+  // -p and -t end when every target has exited (as perf record's): an event
   // reports POLLHUP once its task and the children it inherited to are gone;
   // one event per task is watched.
-  const bool watch_hup = options_.target == CaptureOptions::Target::kPids;
+  const bool watch_hup = options_.target == CaptureOptions::Target::kPids ||
+                         options_.target == CaptureOptions::Target::kThreads;
   const size_t entries = buffers * 2 + 8 + (watch_hup ? events.task_count() : 0);
   // Torn down before the signalfd it reads is closed.  get_sqe() below
   // submits when the queue is full.
@@ -247,7 +262,7 @@ Status Capture::Run(CaptureSink& sink) {
   enrich_options.cache = options_.cache;
   enrich_options.perf_maps = &perf_maps_;
   if (options_.target != CaptureOptions::Target::kCommand)
-    enrich_options.sideband_ids = events.ids(/*sideband=*/true);
+    enrich_options.sideband_ids = events.sideband_ids();
   Enricher enricher(std::move(enrich_options), system_, overrides_, sink);
   // Hands every record the buffers hold on; with end_round, ends the round
   // (which lets the sink release what is ordered).

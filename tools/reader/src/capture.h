@@ -49,13 +49,18 @@ namespace mmap3 {
 class Enricher;
 
 struct CaptureOptions {
-  enum class Target { kSystemWide, kPids, kCommand };
+  // -a (or -C), -p, -t, or a command.
+  enum class Target { kSystemWide, kPids, kThreads, kCommand };
   Target target = Target::kCommand;
   std::vector<pid_t> pids;
+  std::vector<pid_t> tids;  // kThreads: the threads sampled
+  std::vector<int> cpus;    // kSystemWide: the CPUs sampled (-C); empty: all
+  std::vector<EventSpec> events;  // empty: cpu-clock
   // kCommand: the command to profile.  kSystemWide: optional; the capture
   // lasts until it exits.
   std::vector<std::string> command;
   uint64_t frequency = 4000;
+  uint64_t period = 0;  // -c: a sample every `period` events instead of -F
   bool callchains = false;
   double duration_seconds = 0;  // 0: until stopped or the command exits
   size_t data_pages = 256;      // per CPU buffer, power of two
@@ -78,12 +83,15 @@ class Capture {
   Status Run(CaptureSink& sink);
 
   CaptureMode mode() const { return mode_.mode; }
-  // The sampling event and the side-band event (task and mapping records).
-  // Both use the same sample_type, so format() parses records of either.
-  const perf_event_attr& attr() const { return events_->attr(); }
+  // The sampling events and the side-band event (task and mapping
+  // records).  All use the same sample_type, so format() parses records of
+  // any; a sample's id says which event it is of (event_ids()).
+  const std::vector<EventSpec>& events() const { return events_->events(); }
+  const std::vector<perf_event_attr>& attrs() const { return events_->attrs(); }
   const perf_event_attr& sideband_attr() const { return events_->sideband_attr(); }
   SampleFormat format() const { return events_->format(); }
-  std::vector<uint64_t> event_ids(bool sideband) const { return events_->ids(sideband); }
+  std::vector<uint64_t> event_ids(size_t event) const { return events_->ids(event); }
+  std::vector<uint64_t> sideband_ids() const { return events_->sideband_ids(); }
   // Where the capture found build-ids itself (map_files, the vDSO).  Filled
   // during Run(); the object lives as long as the Capture.
   const SourceOverrides& overrides() const { return overrides_; }

@@ -3,10 +3,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "capture_sink.h"
 #include "linux/perf_event_mmap3.h"
@@ -38,6 +42,18 @@ std::vector<int> ParseCpuList(std::string_view text) {
   return cpus;
 }
 
+std::string CpuListText(const std::vector<int>& cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j == i ? std::to_string(cpus[i]) : fmt::format("{}-{}", cpus[i], cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 std::vector<int> OnlineCpus() {
   auto text = ReadSmallFile("/sys/devices/system/cpu/online");
   if (text.ok()) {
@@ -56,13 +72,23 @@ Result<CaptureEvents> CaptureEvents::Open(const EventOptions& options) {
 }
 
 SampleFormat CaptureEvents::format() const {
-  return {attr_.sample_type, attr_.read_format, attr_.sample_id_all != 0};
+  return {sideband_attr_.sample_type, sideband_attr_.read_format, sideband_attr_.sample_id_all != 0};
 }
 
-std::vector<uint64_t> CaptureEvents::ids(bool sideband) const {
+std::vector<uint64_t> CaptureEvents::ids(size_t event) const {
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (is_sideband_[i] != sideband) continue;
+    if (event_of_[i] != static_cast<int>(event)) continue;
+    auto id = events_[i].Id();
+    if (id.ok()) ids.push_back(*id);
+  }
+  return ids;
+}
+
+std::vector<uint64_t> CaptureEvents::sideband_ids() const {
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (event_of_[i] != kSideband) continue;
     auto id = events_[i].Id();
     if (id.ok()) ids.push_back(*id);
   }
@@ -70,7 +96,7 @@ std::vector<uint64_t> CaptureEvents::ids(bool sideband) const {
 }
 
 bool CaptureEvents::monotonic_clock() const {
-  return attr_.use_clockid && attr_.clockid == CLOCK_MONOTONIC;
+  return sideband_attr_.use_clockid && sideband_attr_.clockid == CLOCK_MONOTONIC;
 }
 
 Status CaptureEvents::EnableAll() {
@@ -99,7 +125,7 @@ bool CaptureEvents::SidebandNearlyFull() {
   bool full = false;
   for (size_t index : buffers_) {
     RingBuffer* ring = events_[index].ring();
-    if (is_sideband_[index] && ring->Available() + kMaxRecordSize >= ring->data_size())
+    if (event_of_[index] == kSideband && ring->Available() + kMaxRecordSize >= ring->data_size())
       full = true;
   }
   return full;
@@ -109,7 +135,7 @@ uint64_t CaptureEvents::LostRecords(bool sideband_only) const {
   uint64_t lost = 0;
   if (!read_lost_) return 0;
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (sideband_only && !is_sideband_[i]) continue;
+    if (sideband_only && event_of_[i] != kSideband) continue;
     if (auto n = events_[i].LostSamples(); n.ok()) lost += *n;
   }
   return lost;
@@ -127,18 +153,63 @@ uint64_t CaptureEvents::straddled() const {
   return n;
 }
 
+// Nothing the user can change but the event: said so, in one line.
+Status EventOpenError(const EventSpec& event, const Status& open_error) {
+  const int e = open_error.error_number();
+  if (e == ENOENT || e == EOPNOTSUPP) {
+    const bool hardware = event.type == PERF_TYPE_HARDWARE;
+    return Status::Failure(fmt::format(
+        "event '{}' {} on this machine: perf_event_open says {} ({}): {}; software events "
+        "(cpu-clock, task-clock, page-faults, ...) work everywhere",
+        event.name, e == ENOENT ? "cannot be counted" : "cannot be sampled",
+        e == ENOENT ? "ENOENT" : "EOPNOTSUPP", std::strerror(e),
+        e == ENOENT ? (hardware ? "no performance monitoring unit here counts it (most virtual "
+                                  "machines, QEMU TCG among them, have none)"
+                                : "the kernel has no such event")
+                    : "the PMU counts it but cannot interrupt on its overflow, which sampling "
+                      "needs (as in some virtual machines)"));
+  }
+  if (open_error.context().rfind("perf_event_open", 0) == 0) {
+    return Status::FromErrno(
+        e, fmt::format("perf_event_open of event '{}'{}", event.name,
+                       open_error.context().substr(std::strlen("perf_event_open"))));
+  }
+  return open_error;
+}
+
 Status CaptureEvents::OpenAll(const EventOptions& options) {
-  perf_event_attr& a = attr_;
-  a = {};
+  events_spec_ = options.events.empty() ? std::vector<EventSpec>{DefaultEvent()} : options.events;
+  const std::vector<int> online = OnlineCpus();
+  std::vector<int> sample_cpus = online;
+  if (options.scope == EventOptions::Scope::kSystemWide && !options.cpus.empty()) {
+    for (int cpu : options.cpus) {
+      if (std::find(online.begin(), online.end(), cpu) == online.end())
+        return Status::Failure(fmt::format("-C: CPU {} is not online here (online: {})", cpu,
+                                           CpuListText(online)));
+    }
+    sample_cpus = options.cpus;
+  }
+
+  perf_event_attr a{};
   a.size = sizeof(a);
-  a.type = PERF_TYPE_SOFTWARE;
-  a.config = PERF_COUNT_SW_CPU_CLOCK;
-  a.freq = 1;
-  a.sample_freq = options.frequency;
-  // IDENTIFIER: two events share the file, and perf finds a record's event
-  // by the id at a fixed place.
+  a.type = events_spec_[0].type;
+  a.config = events_spec_[0].config;
+  if (options.period != 0) {
+    a.freq = 0;
+    a.sample_period = options.period;
+  } else {
+    a.freq = 1;
+    a.sample_freq = options.frequency;
+  }
+  // IDENTIFIER: several events share the file (and a buffer), and perf
+  // finds a record's event by the id at a fixed place.
+  // PERIOD only with -F, where the kernel varies it: with a fixed period
+  // a software event that records PERF_SAMPLE_PERIOD is sampled on every
+  // occurrence with period 1 (perf_swevent_event()), not every -c
+  // occurrences; perf record -c leaves it out too, and the period is the
+  // attr's.
   a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
-                  PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
+                  PERF_SAMPLE_CPU | (options.period == 0 ? PERF_SAMPLE_PERIOD : 0) |
                   (options.callchains ? PERF_SAMPLE_CALLCHAIN : 0);
   a.read_format = PERF_FORMAT_ID | kFormatLost;
   // CLOCK_MONOTONIC instead of the default perf clock (local_clock, which
@@ -166,6 +237,7 @@ Status CaptureEvents::OpenAll(const EventOptions& options) {
   // lives a few milliseconds.  Samples never wait on it.
   perf_event_attr& sb = sideband_attr_;
   sb = a;
+  sb.type = PERF_TYPE_SOFTWARE;
   sb.config = PERF_COUNT_SW_DUMMY;
   sb.freq = 0;
   sb.sample_period = 0;
@@ -182,62 +254,91 @@ Status CaptureEvents::OpenAll(const EventOptions& options) {
     case CaptureMode::kMmap2BuildId: sb.mmap2 = 1; sb.build_id = 1; break;
     case CaptureMode::kMmap2: sb.mmap2 = 1; break;
   }
-
-  std::vector<pid_t> tasks;
-  if (options.scope == EventOptions::Scope::kSystemWide) {
-    tasks.push_back(-1);
-  } else if (options.scope == EventOptions::Scope::kCommand) {
-    tasks.push_back(options.pids.at(0));
-  } else {
-    // inherit covers children created from now on; existing threads each
-    // need their own events.
-    for (pid_t pid : options.pids) {
-      auto threads = ListThreads(pid);
-      if (threads.empty()) threads.push_back(pid);
-      tasks.insert(tasks.end(), threads.begin(), threads.end());
-    }
+  // -t: the threads given, not the ones they start (perf's -t implies
+  // --no-inherit).
+  if (options.scope == EventOptions::Scope::kThreads) a.inherit = 0;
+  attrs_.clear();
+  for (const EventSpec& e : events_spec_) {
+    attrs_.push_back(a);
+    attrs_.back().type = e.type;
+    attrs_.back().config = e.config;
   }
+  // What the first open learns about the kernel applies to every event.
+  auto for_all = [&](auto&& change) {
+    for (perf_event_attr& attr : attrs_) change(attr);
+    change(sb);
+  };
 
-  const std::vector<int> cpus = OnlineCpus();
+  // Whose events, and which: the sampling events on `sample` tasks, the
+  // side-band event on `sideband` ones.
+  struct Task {
+    pid_t pid;
+    bool sample, sideband;
+  };
+  std::vector<Task> tasks;
+  auto threads_of = [](pid_t pid) {
+    auto threads = ListThreads(pid);
+    if (threads.empty()) threads.push_back(pid);
+    return threads;
+  };
+  switch (options.scope) {
+    case EventOptions::Scope::kSystemWide: tasks.push_back({-1, true, true}); break;
+    case EventOptions::Scope::kCommand: tasks.push_back({options.pids.at(0), true, true}); break;
+    case EventOptions::Scope::kPids:
+      // inherit covers children created from now on; existing threads each
+      // need their own events.
+      for (pid_t pid : options.pids)
+        for (pid_t tid : threads_of(pid)) tasks.push_back({tid, true, true});
+      break;
+    case EventOptions::Scope::kThreads:
+      for (pid_t tid : options.tids) tasks.push_back({tid, true, false});
+      for (pid_t pid : options.pids)
+        for (pid_t tid : threads_of(pid)) tasks.push_back({tid, false, true});
+      break;
+  }
+  const bool may_vanish = options.scope == EventOptions::Scope::kPids ||
+                          options.scope == EventOptions::Scope::kThreads;
+
   // (cpu, sideband?) -> index of the event that owns that CPU's buffer
   std::map<std::pair<int, bool>, size_t> owner;
   bool first = true;
-  for (pid_t task : tasks) {
+  for (const Task& task : tasks) {
     bool task_gone = false;
     const size_t task_first = events_.size();
-    for (int cpu : cpus) {
-      for (bool sideband : {false, true}) {
-        perf_event_attr& attr = sideband ? sb : a;
-        auto fd = PerfEventFd::Open(attr, task, cpu);
+    for (int cpu : online) {
+      const bool sampled_cpu =
+          std::find(sample_cpus.begin(), sample_cpus.end(), cpu) != sample_cpus.end();
+      // The sampling events, then the side-band one.
+      for (int event = 0; event <= static_cast<int>(attrs_.size()); ++event) {
+        const bool sideband = event == static_cast<int>(attrs_.size());
+        if (sideband ? !task.sideband : !(task.sample && sampled_cpu)) continue;
+        perf_event_attr& attr = sideband ? sb : attrs_[event];
+        auto fd = PerfEventFd::Open(attr, task.pid, cpu);
         if (!fd.ok() && first) {
           int e = fd.status().error_number();
           if (e == EINVAL && (attr.read_format & kFormatLost)) {
-            a.read_format &= ~kFormatLost;  // kernel older than 6.0
-            sb.read_format = a.read_format;
-            fd = PerfEventFd::Open(attr, task, cpu);
+            for_all([](perf_event_attr& x) { x.read_format &= ~kFormatLost; });  // before 6.0
+            fd = PerfEventFd::Open(attr, task.pid, cpu);
             e = fd.ok() ? 0 : fd.status().error_number();
           }
           if (e == EINVAL && attr.use_clockid) {
-            a.use_clockid = sb.use_clockid = 0;  // kernel older than 4.1
-            a.clockid = sb.clockid = 0;
-            fd = PerfEventFd::Open(attr, task, cpu);
+            for_all([](perf_event_attr& x) { x.use_clockid = 0; x.clockid = 0; });  // before 4.1
+            fd = PerfEventFd::Open(attr, task.pid, cpu);
             e = fd.ok() ? 0 : fd.status().error_number();
           }
           if (e == EACCES || e == EPERM) {
             // perf_event_paranoid 2 still allows user-space-only profiling.
-            a.exclude_kernel = sb.exclude_kernel = 1;
-            a.exclude_hv = sb.exclude_hv = 1;
-            fd = PerfEventFd::Open(attr, task, cpu);
+            for_all([](perf_event_attr& x) { x.exclude_kernel = 1; x.exclude_hv = 1; });
+            fd = PerfEventFd::Open(attr, task.pid, cpu);
           }
         }
         if (!fd.ok()) {
-          // A thread of -p may exit between listing and opening.
-          if (options.scope == EventOptions::Scope::kPids &&
-              fd.status().error_number() == ESRCH) {
+          // A thread of -p or -t may exit between listing and opening.
+          if (may_vanish && fd.status().error_number() == ESRCH) {
             task_gone = true;
             break;
           }
-          return fd.status();
+          return sideband ? fd.status() : EventOpenError(events_spec_[event], fd.status());
         }
         first = false;
         auto it = owner.find({cpu, sideband});
@@ -247,18 +348,22 @@ Status CaptureEvents::OpenAll(const EventOptions& options) {
           owner[{cpu, sideband}] = events_.size();
           buffers_.push_back(events_.size());
         } else if (Status s = fd->SetOutput(events_[it->second]); !s.ok()) {
-          // One buffer per CPU and kind: per-thread events share it.
+          // One buffer per CPU and kind: every other event shares it.
           return s;
         }
-        is_sideband_.push_back(sideband);
+        event_of_.push_back(sideband ? kSideband : event);
         events_.push_back(std::move(*fd));
       }
       if (task_gone) break;
     }
-    if (events_.size() > task_first) task_events_.push_back(task_first);
+    // The tasks whose end ends the capture: -p's, and -t's sampled threads
+    // (not the rest of their processes).
+    const bool watched = options.scope == EventOptions::Scope::kThreads ? task.sample : true;
+    if (events_.size() > task_first && watched) task_events_.push_back(task_first);
   }
+  if (task_events_.empty() && may_vanish) return Status::FromErrno(ESRCH, "no task left to profile");
   if (events_.empty()) return Status::FromErrno(ESRCH, "no task left to profile");
-  read_lost_ = (a.read_format & kFormatLost) != 0;
+  read_lost_ = (sb.read_format & kFormatLost) != 0;
   return {};
 }
 

@@ -17,6 +17,7 @@
 #include "linux/perf_event_mmap3.h"
 #include "perf_data.h"
 #include "profile.h"
+#include "record_controls.h"
 #include "record_sorter.h"
 #include "record_writer.h"
 #include "symbolizer.h"
@@ -186,38 +187,85 @@ SymbolSearch SearchFor(const std::string& cache_dir) {
   return search;
 }
 
-// perf's names for the events it knows; "" for others.
-std::string EventName(const perf_event_attr& a) {
-  if (a.type == PERF_TYPE_HARDWARE) {
-    switch (a.config) {
-      case PERF_COUNT_HW_CPU_CYCLES: return "cycles";
-      case PERF_COUNT_HW_INSTRUCTIONS: return "instructions";
-      case PERF_COUNT_HW_CACHE_REFERENCES: return "cache-references";
-      case PERF_COUNT_HW_CACHE_MISSES: return "cache-misses";
-      case PERF_COUNT_HW_BRANCH_INSTRUCTIONS: return "branch-instructions";
-      case PERF_COUNT_HW_BRANCH_MISSES: return "branch-misses";
-      case PERF_COUNT_HW_BUS_CYCLES: return "bus-cycles";
-      case PERF_COUNT_HW_STALLED_CYCLES_FRONTEND: return "stalled-cycles-frontend";
-      case PERF_COUNT_HW_STALLED_CYCLES_BACKEND: return "stalled-cycles-backend";
-      case PERF_COUNT_HW_REF_CPU_CYCLES: return "ref-cycles";
-      default: return "";
+bool IsSideband(const perf_event_attr& a) {
+  return a.type == PERF_TYPE_SOFTWARE && a.config == PERF_COUNT_SW_DUMMY;
+}
+
+// An event that takes samples of its own: a period or a frequency.  A
+// group member of perf record's leader sampling (:S) has neither; its
+// counts ride in the leader's samples (PERF_SAMPLE_READ).
+bool Samples(const perf_event_attr& a) { return a.freq || a.sample_period != 0; }
+
+std::string EventNameOf(const perf_event_attr& a) {
+  std::string name = EventName(a.type, a.config);
+  return name.empty() ? fmt::format("event-{}-{:#x}", a.type, a.config) : name;
+}
+
+// A fixed period the samples do not carry (perf record -c writes no
+// PERF_SAMPLE_PERIOD): the attr's; 0 otherwise.
+uint64_t FixedPeriod(const perf_event_attr& a) {
+  return !a.freq && !(a.sample_type & PERF_SAMPLE_PERIOD) ? a.sample_period : 0;
+}
+
+// The sampling events of a capture (its attrs but the side-band dummy) as
+// the report shows them, and which a sample is of, by its id.  Samples
+// that do not carry an id (no PERF_SAMPLE_ID or IDENTIFIER) cannot be told
+// apart: several such events are reported as one, named after them all.
+struct CaptureEventsOf {
+  std::vector<ReportEvent> events;
+  std::unordered_map<uint64_t, uint32_t> event_of_id;
+  std::vector<std::string> unsampled;  // events that take no samples, by name
+};
+
+CaptureEventsOf EventsOf(const std::vector<perf_event_attr>& attrs,
+                         const std::vector<std::vector<uint64_t>>& ids) {
+  CaptureEventsOf out;
+  std::vector<size_t> sampling;
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    if (IsSideband(attrs[i])) continue;
+    if (Samples(attrs[i]))
+      sampling.push_back(i);
+    else
+      out.unsampled.push_back(EventNameOf(attrs[i]));
+  }
+  if (sampling.empty()) return out;
+  bool identified = sampling.size() > 1;
+  for (size_t i : sampling) {
+    if (!(attrs[i].sample_type & (PERF_SAMPLE_ID | PERF_SAMPLE_IDENTIFIER)) || ids[i].empty())
+      identified = false;
+  }
+  if (!identified) {
+    ReportEvent e;
+    std::vector<perf_event_attr> all;
+    for (size_t i : sampling) {
+      e.name += (e.name.empty() ? "" : ",") + EventNameOf(attrs[i]);
+      all.push_back(attrs[i]);
+    }
+    e.sampled = SampledEventOf(all);
+    // One fixed period for all, or none.
+    e.fixed_period = FixedPeriod(attrs[sampling[0]]);
+    for (size_t i : sampling)
+      if (FixedPeriod(attrs[i]) != e.fixed_period) e.fixed_period = 0;
+    out.events.push_back(std::move(e));
+    return out;
+  }
+  std::set<uint64_t> ambiguous;
+  for (size_t i : sampling) {
+    const uint32_t index = static_cast<uint32_t>(out.events.size());
+    ReportEvent e;
+    e.name = EventNameOf(attrs[i]);
+    e.sampled = SampledEventOf({attrs[i]});
+    e.fixed_period = FixedPeriod(attrs[i]);
+    out.events.push_back(std::move(e));
+    for (uint64_t id : ids[i]) {
+      auto [it, inserted] = out.event_of_id.emplace(id, index);
+      if (!inserted && it->second != index) ambiguous.insert(id);
     }
   }
-  if (a.type == PERF_TYPE_SOFTWARE) {
-    switch (a.config) {
-      case PERF_COUNT_SW_CPU_CLOCK: return "cpu-clock";
-      case PERF_COUNT_SW_TASK_CLOCK: return "task-clock";
-      case PERF_COUNT_SW_PAGE_FAULTS: return "page-faults";
-      case PERF_COUNT_SW_CONTEXT_SWITCHES: return "context-switches";
-      case PERF_COUNT_SW_CPU_MIGRATIONS: return "cpu-migrations";
-      case PERF_COUNT_SW_PAGE_FAULTS_MIN: return "minor-faults";
-      case PERF_COUNT_SW_PAGE_FAULTS_MAJ: return "major-faults";
-      case PERF_COUNT_SW_ALIGNMENT_FAULTS: return "alignment-faults";
-      case PERF_COUNT_SW_EMULATION_FAULTS: return "emulation-faults";
-      default: return "";
-    }
-  }
-  return "";
+  // An id that two events list says of neither which a sample is: its
+  // samples are counted as bad records, not given to one of them.
+  for (uint64_t id : ambiguous) out.event_of_id.erase(id);
+  return out;
 }
 
 }  // namespace
@@ -225,7 +273,7 @@ std::string EventName(const perf_event_attr& a) {
 SampledEvent SampledEventOf(const std::vector<perf_event_attr>& attrs) {
   std::vector<const perf_event_attr*> sampling;
   for (const perf_event_attr& a : attrs) {
-    if (a.type == PERF_TYPE_SOFTWARE && a.config == PERF_COUNT_SW_DUMMY) continue;  // sideband
+    if (IsSideband(a) || !Samples(a)) continue;
     sampling.push_back(&a);
   }
   SampledEvent e;
@@ -236,13 +284,13 @@ SampledEvent SampledEventOf(const std::vector<perf_event_attr>& attrs) {
       e.note = "several events: their periods are added up in one value";
       return e;
     }
-    if (!(other->sample_type & PERF_SAMPLE_PERIOD)) {
+    // Without recorded periods, a fixed period is the attr's (perf -c).
+    if (!(other->sample_type & PERF_SAMPLE_PERIOD) && (other->freq || other->sample_period == 0)) {
       e.note = "periods not recorded: every sample counts 1";
       return e;
     }
   }
-  std::string name = EventName(a);
-  if (name.empty()) name = fmt::format("event-{}-{:#x}", a.type, a.config);
+  const std::string name = EventNameOf(a);
   const bool clock = a.type == PERF_TYPE_SOFTWARE &&
                      (a.config == PERF_COUNT_SW_CPU_CLOCK || a.config == PERF_COUNT_SW_TASK_CLOCK);
   // cpu-clock's period is nanoseconds of CPU time: what pprof calls "cpu".
@@ -253,6 +301,7 @@ SampledEvent SampledEventOf(const std::vector<perf_event_attr>& attrs) {
     e.note = fmt::format("event {} sampled at {} Hz", name, a.sample_freq);
   } else {
     e.period = a.sample_period;
+    e.fixed = true;
     e.note = fmt::format("event {} sampled every {} {}", name, a.sample_period, e.unit);
   }
   return e;
@@ -273,9 +322,12 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
 
   std::optional<PerfDataWriter> writer;
   if (!options.output.empty()) {
-    auto w = PerfDataWriter::Create(options.output,
-                                    {PerfFileAttr{c.attr(), c.event_ids(false)},
-                                     PerfFileAttr{c.sideband_attr(), c.event_ids(true)}});
+    // One attr per event with its ids, as perf writes them: perf report
+    // and perf script tell the events apart by them too.
+    std::vector<PerfFileAttr> attrs;
+    for (size_t e = 0; e < c.attrs().size(); ++e) attrs.push_back({c.attrs()[e], c.event_ids(e)});
+    attrs.push_back({c.sideband_attr(), c.sideband_ids()});
+    auto w = PerfDataWriter::Create(options.output, std::move(attrs));
     if (!w.ok()) return w.status();
     writer.emplace(std::move(*w));
   }
@@ -284,6 +336,13 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   profile_options.callchains = options.callchains;
   profile_options.kernel_build_id = ReadKernelBuildId("/sys/kernel/notes");
   profile_options.overrides = &c.overrides();
+  {
+    std::vector<std::vector<uint64_t>> ids;
+    for (size_t e = 0; e < c.attrs().size(); ++e) ids.push_back(c.event_ids(e));
+    CaptureEventsOf events = EventsOf(c.attrs(), ids);
+    profile_options.events = std::move(events.events);
+    profile_options.event_of_id = std::move(events.event_of_id);
+  }
   Profile profile(profile_options);
   profile.SetFormat(c.format());
 
@@ -331,8 +390,8 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   result.report.perf_maps = result.perf_maps;
   result.report.perf_maps_refused = result.perf_maps_refused;
   result.report.symbol_files = SymbolFilesOf(store);
-  result.report.event = SampledEventOf({c.attr()});
-  result.report.callchains = (c.attr().sample_type & PERF_SAMPLE_CALLCHAIN) != 0;
+  result.report.event = SampledEventOf(c.attrs());
+  result.report.callchains = (c.attrs().front().sample_type & PERF_SAMPLE_CALLCHAIN) != 0;
   result.report.event_lost = static_cast<int64_t>(c.stats().event_lost);
   result.report.bad_records += c.stats().bad_size;  // framing errors in the ring buffers
   result.report.late_records = sink.late_records();
@@ -475,6 +534,19 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     auto it = module_by_path.find(path);
     return it == module_by_path.end() ? BuildId() : it->second;
   };
+  std::vector<std::string> unsampled;
+  {
+    std::vector<perf_event_attr> attrs;
+    std::vector<std::vector<uint64_t>> ids;
+    for (const PerfFileAttr& a : r.attrs()) {
+      attrs.push_back(a.attr);
+      ids.push_back(a.ids);
+    }
+    CaptureEventsOf events = EventsOf(attrs, ids);
+    po.events = std::move(events.events);
+    po.event_of_id = std::move(events.event_of_id);
+    unsampled = std::move(events.unsampled);
+  }
   Profile profile(po);
 
   RecordSorter sorter;
@@ -525,6 +597,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     }
     model.event = SampledEventOf(attrs);
   }
+  model.unsampled_events = std::move(unsampled);
   model.bad_records += framing_errors + ring_bad;
   model.late_records = sorter.late();
   model.event_lost = event_lost;

@@ -24,6 +24,7 @@
 #include "flamegraph.h"
 #include "pprof.h"
 #include "proc_maps.h"
+#include "record_controls.h"
 #include "report.h"
 #include "script_output.h"
 
@@ -113,25 +114,6 @@ int CommandExitCode(int status) {
   return kExitFailure;
 }
 
-std::vector<pid_t> ParsePids(const std::string& list, std::string* error) {
-  std::vector<pid_t> pids;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t comma = list.find(',', pos);
-    std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    char* end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v <= 0 || v > 0x3fffffff) {
-      *error = fmt::format("bad PID '{}'", item);
-      return {};
-    }
-    pids.push_back(static_cast<pid_t>(v));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return pids;
-}
-
 // "2G", "512M", "1.5g", "100000", "unlimited": bytes, in binary units
 // (K = 1024); nullopt if it is not a size.
 std::optional<uint64_t> ParseSize(const std::string& text) {
@@ -205,15 +187,30 @@ int Main(int argc, char** argv) {
   // record
   CLI::App* record = app.add_subcommand("record", "Capture a profile");
   bool system_wide = false, callchains = false, quiet = false, no_cache = false;
-  std::string pid_list, output, mode = "auto", control;
-  uint64_t frequency = 4000;
+  std::string pid_list, tid_list, cpu_list, output, mode = "auto", control;
+  uint64_t frequency = 4000, period = 0;
   double duration = 0;
   size_t pages = 256;
-  std::vector<std::string> command;
+  std::vector<std::string> command, event_args;
   record->add_flag("-a,--all-cpus", system_wide, "System-wide collection from all CPUs");
   record->add_option("-p,--pid", pid_list, "Profile existing processes (comma-separated PIDs)");
-  record->add_option("-F,--freq", frequency, "Sampling frequency in Hz")
+  record->add_option("-t,--tid", tid_list,
+                     "Profile existing threads only (comma-separated TIDs; not the threads they "
+                     "start, as perf's -t)");
+  record->add_option("-C,--cpu", cpu_list,
+                     "System-wide on these CPUs only (perf's list: 0,2-3); with a command, until "
+                     "it exits");
+  record->add_option("-e,--event", event_args,
+                     "Events to sample, comma-separated, -e repeatable: cycles, instructions, "
+                     "cache-references, cache-misses, branches, branch-misses, cpu-clock, "
+                     "task-clock, page-faults (faults), context-switches (cs), cpu-migrations, "
+                     "minor-faults, major-faults, ... (default cpu-clock)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  record->add_option("-F,--freq", frequency, "Sampling frequency in Hz (default 4000)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1000000}));
+  record->add_option("-c,--count", period,
+                     "Sample every this many events (a fixed period), instead of -F");
   record->add_flag("-g,--call-graph", callchains, "Record call chains");
   record->add_option("-d,--duration", duration, "Stop after this many seconds")
       ->check(CLI::Range(0.0, 1e7));
@@ -343,24 +340,41 @@ int Main(int argc, char** argv) {
   if (record->parsed()) {
     RecordOptions ro;
     CaptureOptions& co = ro.capture;
-    // -a may come with a command, which then only bounds the capture.
-    int targets = (system_wide ? 1 : 0) + (pid_list.empty() ? 0 : 1) +
-                  (command.empty() || system_wide ? 0 : 1);
-    if (targets != 1) return usage("record needs exactly one of -a, -p PID or -- COMMAND", record);
-    if (!pid_list.empty() && !command.empty())
-      return usage("-p cannot be combined with a command", record);
-    if (system_wide) {
-      co.target = CaptureOptions::Target::kSystemWide;
-      co.command = command;
-    } else if (!pid_list.empty()) {
-      std::string error;
-      co.pids = ParsePids(pid_list, &error);
-      if (co.pids.empty()) return usage(error, record);
-      co.target = CaptureOptions::Target::kPids;
-    } else {
-      co.target = CaptureOptions::Target::kCommand;
-      co.command = command;
+    RecordArgs args;
+    args.all_cpus = system_wide;
+    args.pids = pid_list;
+    args.tids = tid_list;
+    args.cpus = cpu_list;
+    args.has_command = !command.empty();
+    args.events = event_args;
+    if (record->count("-F") != 0) args.frequency = frequency;
+    if (record->count("-c") != 0) args.period = period;
+    std::string error;
+    auto targets = CheckRecordArgs(args, &error);
+    if (!targets) return usage_line(error);
+    switch (targets->target) {
+      case RecordTargets::Target::kSystemWide:
+        // A command only bounds the capture (perf record -a -- sleep 5).
+        co.target = CaptureOptions::Target::kSystemWide;
+        co.cpus = targets->cpus;
+        co.command = command;
+        break;
+      case RecordTargets::Target::kPids:
+        co.target = CaptureOptions::Target::kPids;
+        co.pids = targets->pids;
+        break;
+      case RecordTargets::Target::kThreads:
+        co.target = CaptureOptions::Target::kThreads;
+        co.tids = targets->tids;
+        break;
+      case RecordTargets::Target::kCommand:
+        co.target = CaptureOptions::Target::kCommand;
+        co.command = command;
+        break;
     }
+    co.events = targets->events;
+    co.period = targets->period;
+    frequency = targets->frequency;
     if ((pages & (pages - 1)) != 0) return usage("--mmap-pages must be a power of two", record);
     if (!control.empty()) {
       auto spec = ParseControlSpec(control);
@@ -373,7 +387,7 @@ int Main(int argc, char** argv) {
       return usage(fmt::format("--format {0} is for report: record -o FILE, then report -i FILE "
                                "--format {0} -o OUT", format == Format::kPprof ? "pprof" : "flamegraph"),
                    record);
-    {
+    if (co.period == 0) {
       const uint64_t max_rate = std::strtoull(Sysctl("kernel/perf_event_max_sample_rate").c_str(),
                                               nullptr, 10);
       if (max_rate > 0 && frequency > max_rate) {

@@ -56,17 +56,37 @@ std::string EncodePprofProto(const ReportModel& m) {
     v->set_type(strings.Index(type));
     v->set_unit(strings.Index(unit));
   };
-  value_type(p.add_sample_type(), "samples", "count");
-  value_type(p.add_sample_type(), m.event.name, m.event.unit);
-  p.set_default_sample_type(strings.Index(m.event.name));
-  value_type(p.mutable_period_type(), m.event.name, m.event.unit);
-  p.set_period(static_cast<int64_t>(m.event.period));
+  // One event: samples/count and its period.  Several: a pair per event,
+  // "<event>-samples"/count and "<event>"/unit, each sample with values in
+  // its own event's pair only (and 0 in the others), so that pprof never
+  // adds up periods of different events; the first event's period is the
+  // default (-sample_index=page-faults picks another).
+  const bool several = m.events.size() > 1;
+  if (!several) {
+    value_type(p.add_sample_type(), "samples", "count");
+    value_type(p.add_sample_type(), m.event.name, m.event.unit);
+    p.set_default_sample_type(strings.Index(m.event.name));
+    value_type(p.mutable_period_type(), m.event.name, m.event.unit);
+    p.set_period(static_cast<int64_t>(m.event.period));
+  } else {
+    for (const ReportEvent& e : m.events) {
+      value_type(p.add_sample_type(), e.name + "-samples", "count");
+      value_type(p.add_sample_type(), e.name, e.sampled.unit);
+    }
+    p.set_default_sample_type(strings.Index(m.events[0].name));
+    value_type(p.mutable_period_type(), m.events[0].name, m.events[0].sampled.unit);
+    p.set_period(static_cast<int64_t>(m.events[0].sampled.period));
+  }
 
   auto comment = [&](const std::string& text) { p.add_comment(strings.Index(text)); };
   comment(fmt::format("mmap3-reader capture mode: {}", m.mode));
   // What the text report says above its table, warnings included.
   for (const std::string& note : ReportNotes(m)) comment(note);
-  if (!m.event.note.empty()) comment(m.event.note);
+  if (!several && !m.event.note.empty()) comment(m.event.note);
+  if (several) {
+    for (const ReportEvent& e : m.events)
+      if (!e.sampled.note.empty()) comment(e.sampled.note);
+  }
 
   std::set<std::string> sources;
   for (size_t i = 0; i < m.frame_mappings.size(); ++i) {
@@ -134,14 +154,24 @@ std::string EncodePprofProto(const ReportModel& m) {
   }
 
   const int64_t comm_key = strings.Index("comm");
+  const int64_t event_key = several ? strings.Index("event") : 0;
   for (const FrameStack& st : m.frame_stacks) {
     pb::Sample* s = p.add_sample();
     for (uint32_t l : st.locations) s->add_location_id(l + 1);
-    s->add_value(static_cast<int64_t>(st.samples));
-    s->add_value(static_cast<int64_t>(st.period));
+    const size_t pairs = several ? m.events.size() : 1;
+    for (size_t e = 0; e < pairs; ++e) {
+      const bool own = !several || e == st.event;
+      s->add_value(own ? static_cast<int64_t>(st.samples) : 0);
+      s->add_value(own ? static_cast<int64_t>(st.period) : 0);
+    }
     pb::Label* label = s->add_label();
     label->set_key(comm_key);
     label->set_str(strings.Index(st.comm));
+    if (several && st.event < m.events.size()) {
+      pb::Label* event = s->add_label();
+      event->set_key(event_key);
+      event->set_str(strings.Index(m.events[st.event].name));
+    }
   }
   return p.SerializeAsString();
 }

@@ -49,6 +49,9 @@ Profile::Space Profile::ContextSpace(uint64_t marker) {
 }
 
 Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
+  if (options_.events.empty()) options_.events.emplace_back();
+  event_samples_.assign(options_.events.size(), 0);
+  event_period_.assign(options_.events.size(), 0);
   MappedObject kernel;
   kernel.path = "[kernel.kallsyms]";
   kernel.kernel = true;
@@ -67,13 +70,14 @@ Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
   hypervisor_ = foreign("[hypervisor]", AddressOwner::kHypervisor);
 }
 
-uint32_t Profile::InternTask(const std::string& comm, int64_t pid, int64_t tid) {
-  auto [it, inserted] =
-      comm_ids_.try_emplace(std::make_tuple(comm, pid, tid), static_cast<uint32_t>(comms_.size()));
+uint32_t Profile::InternTask(uint32_t event, const std::string& comm, int64_t pid, int64_t tid) {
+  auto [it, inserted] = comm_ids_.try_emplace(std::make_tuple(event, comm, pid, tid),
+                                              static_cast<uint32_t>(comms_.size()));
   if (inserted) {
     comms_.push_back(comm);
     task_pids_.push_back(pid);
     task_tids_.push_back(tid);
+    task_events_.push_back(event);
   }
   return it->second;
 }
@@ -236,20 +240,36 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
 }
 
 void Profile::OnSample(const SampleRecord& s) {
+  uint32_t event = 0;
+  if (!options_.event_of_id.empty()) {
+    auto it = options_.event_of_id.find(s.id);
+    if (it == options_.event_of_id.end() || it->second >= event_samples_.size()) {
+      ++bad_records_;  // of no event the capture has
+      return;
+    }
+    event = it->second;
+  }
+  // A fixed period (-c) that the samples do not carry is the attr's.
+  const uint64_t fixed = options_.events[event].fixed_period;
+  const uint64_t period = fixed != 0 && !(format_.sample_type & PERF_SAMPLE_PERIOD) ? fixed : s.period;
   ++samples_;
-  period_ += s.period;
-  auto cached = comm_of_tid_.find(s.tid);
+  period_ += period;
+  ++event_samples_[event];
+  event_period_[event] += period;
+  const uint64_t task_key = uint64_t{event} << 32 | s.tid;
+  auto cached = comm_of_tid_.find(task_key);
   if (cached == comm_of_tid_.end())
     cached = comm_of_tid_
-                 .emplace(s.tid, InternTask(processes_.Comm(s.pid, s.tid),
-                                            options_.controls.Has(SortKey::kPid) ? int64_t{s.pid} : -1,
-                                            options_.controls.Has(SortKey::kTid) ? int64_t{s.tid} : -1))
+                 .emplace(task_key,
+                          InternTask(event, processes_.Comm(s.pid, s.tid),
+                                     options_.controls.Has(SortKey::kPid) ? int64_t{s.pid} : -1,
+                                     options_.controls.Has(SortKey::kTid) ? int64_t{s.tid} : -1))
                  .first;
   const uint32_t comm = cached->second;
   const Space space = SampleSpace(s.misc);
   Frame leaf = Resolve(s.pid, s.ip, space);
   if (leaf.object == nullptr) ++unattributed_;
-  flat_.Add(comm, leaf.object, leaf.offset, 1, s.period);
+  flat_.Add(comm, leaf.object, leaf.offset, 1, period);
 
   if (!options_.callchains && !options_.sample_frames && !options_.controls.children &&
       !options_.script)
@@ -300,17 +320,17 @@ void Profile::OnSample(const SampleRecord& s) {
     for (const Frame& f : addressed) chain.emplace_back(f.object, f.offset);
     ChainSums& sums = chains_[{comm, std::move(chain)}];
     ++sums.samples;
-    sums.period += s.period;
+    sums.period += period;
   }
   if (options_.script) {
     const bool has_cpu = (format_.sample_type & PERF_SAMPLE_CPU) != 0;
     kept_.push_back(KeptSample{s.time, s.pid, s.tid, has_cpu ? static_cast<int64_t>(s.cpu) : -1,
-                               s.period, comm, addressed, std::move(ips)});
+                               period, comm, addressed, std::move(ips)});
   }
   if (options_.sample_frames) {
     FrameSums& sums = frame_stacks_[{comm, std::move(addressed)}];
     ++sums.samples;
-    sums.period += s.period;
+    sums.period += period;
   }
 }
 
@@ -354,6 +374,11 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   model.lost_samples = lost_samples_;
   model.bad_records = bad_records_;
   model.changed_kernel_modules = changed_module_paths_;
+  model.events = options_.events;
+  for (size_t e = 0; e < model.events.size(); ++e) {
+    model.events[e].samples = event_samples_[e];
+    model.events[e].period = event_period_[e];
+  }
   for (const MappingEntry& e : mappings_) {
     const MappedObject* object = Shown(e.object);
     const BuildIdSource source = symbolizer.SourceOf(*object);
@@ -403,7 +428,11 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
       if (leaf != nullptr) symbol = symbolizer.Lookup(*leaf, key.second.back().second);
       if (!controls.Matches(comms_[key.first], leaf, *symbol.name, symbol.status)) continue;
     }
-    std::string line = comms_[key.first];
+    // Stacks of different events are not added up: with several, each
+    // line starts with its event (a root frame of its own in a flame graph).
+    std::string line = model.events.size() > 1
+                           ? model.events[task_events_[key.first]].name + ";" + comms_[key.first]
+                           : comms_[key.first];
     for (size_t i = 0; i < key.second.size(); ++i) {
       const auto& [object, offset] = key.second[i];
       const bool leaf = i + 1 == key.second.size();
@@ -434,8 +463,8 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
   // out (pid and tid are -1 in the task unless given).  Equal names are one
   // string in the Symbolizer, and a task's comm one in comms_, so strings
   // are keyed by address.
-  using GroupKey = std::tuple<const std::string*, int64_t, int64_t, const MappedObject*, BuildId,
-                              const std::string*, bool>;
+  using GroupKey = std::tuple<uint32_t, const std::string*, int64_t, int64_t, const MappedObject*,
+                              BuildId, const std::string*, bool>;
   struct Group {
     uint64_t samples = 0, period = 0, children_period = 0;
     const MappedObject* object = nullptr;  // one of the row's, for its path and source
@@ -453,7 +482,7 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
   auto group_of = [&](uint32_t task, const MappedObject* object,
                       const Symbolizer::Symbol& symbol) -> Group& {
     object = row_object(object);
-    Group& g = groups[GroupKey{by_comm ? &comms_[task] : nullptr, task_pids_[task],
+    Group& g = groups[GroupKey{task_events_[task], by_comm ? &comms_[task] : nullptr, task_pids_[task],
                                task_tids_[task], by_dso ? object : nullptr,
                                by_id && object != nullptr ? object->build_id : BuildId(),
                                by_sym ? symbol.name : nullptr,
@@ -465,20 +494,22 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
     }
     return g;
   };
-  uint64_t matched_samples = 0, matched_period = 0;
   flat_.ForEach([&](uint32_t task, const MappedObject* object, uint64_t offset, uint64_t count,
                     uint64_t period) {
     object = object != nullptr ? Shown(object) : nullptr;
     const Symbolizer::Symbol symbol = lookup(object, offset);
     if (!c.Matches(comms_[task], object, *symbol.name, symbol.status)) return;
-    matched_samples += count;
-    matched_period += period;
+    ReportEvent& e = model.events[task_events_[task]];
+    e.matched_samples += count;
+    e.matched_period += period;
     Group& g = group_of(task, object, symbol);
     g.samples += count;
     g.period += period;
   });
-  model.matched_samples = matched_samples;
-  model.matched_period = matched_period;
+  for (const ReportEvent& e : model.events) {
+    model.matched_samples += e.matched_samples;
+    model.matched_period += e.matched_period;
+  }
   if (c.children) {
     // perf's cumulative entries: each row whose key is somewhere in the
     // chain gets the sample's period once, however often the key recurs.
@@ -503,14 +534,17 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
   }
   // Overhead is the share of the period, as perf computes it: samples of a
   // frequency-mode event stand for different amounts of the event.  Of
-  // every sample (perf's --percentage absolute) or of those the filters
-  // let through (relative).
-  const uint64_t total = c.relative ? matched_period : period_;
-  auto percent = [total](uint64_t period) {
-    return total ? 100.0 * static_cast<double>(period) / static_cast<double>(total) : 0.0;
-  };
+  // every sample of the row's event (perf's --percentage absolute) or of
+  // those the filters let through (relative).
   for (const auto& [key, g] : groups) {
+    const uint32_t event = std::get<0>(key);
+    ReportEvent& e = model.events[event];
+    const uint64_t total = c.relative ? e.matched_period : e.period;
+    auto percent = [total](uint64_t period) {
+      return total ? 100.0 * static_cast<double>(period) / static_cast<double>(total) : 0.0;
+    };
     ReportRow row;
+    row.event = event;
     row.samples = g.samples;
     row.period = g.period;
     row.percent = percent(g.period);
@@ -518,13 +552,14 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
     row.children_percent = percent(g.children_period);
     // perf's --percent-limit: below it is left out, at it is shown.
     if ((c.children ? row.children_percent : row.percent) < c.percent_limit) {
+      ++e.rows_below_limit;
       ++model.rows_below_limit;
       continue;
     }
-    if (const std::string* comm = std::get<0>(key)) row.comm = *comm;
-    row.pid = std::get<1>(key);
-    row.tid = std::get<2>(key);
-    if (const std::string* symbol = std::get<5>(key)) {
+    if (const std::string* comm = std::get<1>(key)) row.comm = *comm;
+    row.pid = std::get<2>(key);
+    row.tid = std::get<3>(key);
+    if (const std::string* symbol = std::get<6>(key)) {
       row.symbol = *symbol;
       row.symbol_status = g.status;
     }
@@ -539,17 +574,17 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
     }
     model.rows.push_back(std::move(row));
   }
-  // By overhead (Children with --children, then self), as perf sorts; for a
-  // constant period that is by samples.  Then samples and names:
-  // deterministic, never pointer values.
+  // Event by event; by overhead (Children with --children, then self), as
+  // perf sorts; for a constant period that is by samples.  Then samples and
+  // names: deterministic, never pointer values.
   const bool children = c.children;
   std::sort(model.rows.begin(), model.rows.end(), [children](const ReportRow& a,
                                                              const ReportRow& b) {
     const uint64_t ac = children ? a.children_period : 0, bc = children ? b.children_period : 0;
-    return std::tie(bc, b.period, b.samples, a.comm, a.pid, a.tid, a.path, a.build_id, a.symbol,
-                    a.source) <
-           std::tie(ac, a.period, a.samples, b.comm, b.pid, b.tid, b.path, b.build_id, b.symbol,
-                    b.source);
+    return std::tie(a.event, bc, b.period, b.samples, a.comm, a.pid, a.tid, a.path, a.build_id,
+                    a.symbol, a.source) <
+           std::tie(b.event, ac, a.period, a.samples, b.comm, b.pid, b.tid, b.path, b.build_id,
+                    b.symbol, b.source);
   });
 }
 
@@ -564,6 +599,7 @@ void Profile::BuildScript(Symbolizer& symbolizer, ReportModel& model) const {
   std::map<std::tuple<const MappedObject*, uint64_t, uint64_t>, uint32_t> ids;
   for (const KeptSample& k : kept_) {
     ScriptSample out;
+    out.event = task_events_[k.task];
     out.time = k.time;
     out.pid = k.pid;
     out.tid = k.tid;
@@ -625,6 +661,7 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
       if (!controls.Matches(comms_[key.first], leaf, *symbol.name, symbol.status)) continue;
     }
     FrameStack stack;
+    stack.event = task_events_[key.first];
     stack.comm = comms_[key.first];
     stack.samples = sums.samples;
     stack.period = sums.period;
@@ -708,7 +745,7 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
   for (FrameStack& st : stacks)
     for (uint32_t& l : st.locations) l = new_loc[l];
   std::sort(stacks.begin(), stacks.end(), [](const FrameStack& a, const FrameStack& b) {
-    return std::tie(a.comm, a.locations) < std::tie(b.comm, b.locations);
+    return std::tie(a.event, a.comm, a.locations) < std::tie(b.event, b.comm, b.locations);
   });
   model.frame_stacks = std::move(stacks);
 }

@@ -47,6 +47,13 @@ struct ProfileOptions {
   ReportControls controls;
   // Keep every sample, for `script` (ReportModel::script).
   bool script = false;
+  // The capture's sampling events (names and what their periods count;
+  // the counts are filled in by the report).  Empty: one event, unnamed.
+  std::vector<ReportEvent> events;
+  // Which of `events` a sample is of, by its id (PERF_SAMPLE_IDENTIFIER or
+  // ID).  Empty: every sample is of the first.  A sample whose id is not
+  // here is counted as a bad record.
+  std::unordered_map<uint64_t, uint32_t> event_of_id;
 };
 
 class Profile {
@@ -134,8 +141,9 @@ class Profile {
   Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
   // Fills model.frame_mappings, frame_locations and frame_stacks.
   void BuildFrames(Symbolizer& symbolizer, ReportModel& model) const;
-  // A task id: the comm, and the pid and tid when --sort has them (else -1).
-  uint32_t InternTask(const std::string& comm, int64_t pid, int64_t tid);
+  // A task id: the event, the comm, and the pid and tid when --sort has
+  // them (else -1).  Every count is kept per task, so per event.
+  uint32_t InternTask(uint32_t event, const std::string& comm, int64_t pid, int64_t tid);
   // Applies the report controls to the flat counts and chains.
   void BuildRows(Symbolizer& symbolizer, ReportModel& model) const;
   // Fills model.script and script_locations.
@@ -164,10 +172,14 @@ class Profile {
       objects_;
   std::vector<std::string> comms_;  // by task id
   std::vector<int64_t> task_pids_, task_tids_;
-  std::map<std::tuple<std::string, int64_t, int64_t>, uint32_t> comm_ids_;
-  // tid -> comm id, valid until the next COMM/FORK/EXIT record: names change
-  // only through those, and samples vastly outnumber them.
-  std::unordered_map<uint32_t, uint32_t> comm_of_tid_;
+  std::vector<uint32_t> task_events_;
+  std::map<std::tuple<uint32_t, std::string, int64_t, int64_t>, uint32_t> comm_ids_;
+  // (event << 32 | tid) -> task id, valid until the next COMM/FORK/EXIT
+  // record: names change only through those, and samples vastly outnumber
+  // them.
+  std::unordered_map<uint64_t, uint32_t> comm_of_tid_;
+  // Per event: samples and the sum of their periods.
+  std::vector<uint64_t> event_samples_, event_period_;
   LocationCounts flat_;
   std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, uint64_t>
       stacks_;

@@ -217,9 +217,12 @@ DecodeStatus DecodeSample(Bytes bytes, const perf_event_header& h, const SampleF
 // The framing checks every record gets.
 DecodeStatus CheckFrame(Bytes bytes, perf_event_header* h) {
   if (!ReadHeader(bytes, h)) return DecodeStatus::kTruncated;
-  // Every record the kernel or perf writes is u64 aligned; anything else is
-  // a framing error, and its fields cannot be trusted.
-  if (h->size < sizeof(*h) || h->size % 8 != 0) return DecodeStatus::kBadSize;
+  // Every record the kernel writes is u64 aligned; anything else is a
+  // framing error, and its fields cannot be trusted.  perf's own records
+  // need not be (PERF_RECORD_HEADER_BUILD_ID, which perf inject -b writes,
+  // is 100 or 164 bytes): those are only never decoded.
+  if (h->size < sizeof(*h) || (h->size % 8 != 0 && h->type < kRecordUserTypeStart))
+    return DecodeStatus::kBadSize;
   if (h->size > bytes.size()) return DecodeStatus::kTruncated;
   if (h->size < bytes.size()) return DecodeStatus::kBadSize;
   return DecodeStatus::kOk;

@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -28,6 +30,35 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
       m.mode, m.samples, m.lost_records, m.lost_samples,
       m.event_lost < 0 ? "" : fmt::format("   lost (per event): {}", m.event_lost),
       m.bad_records, m.late_records));
+  if (m.events.size() > 1) {
+    std::string list;
+    for (const ReportEvent& e : m.events)
+      list += fmt::format("{}{} ({} samples)", list.empty() ? "" : ", ", e.name, e.samples);
+    notes.push_back(fmt::format("events: {}; each is reported on its own, its percentages of its "
+                                "own samples' periods",
+                                list));
+  }
+  // cpu-clock and task-clock fire from an hrtimer the kernel starts at
+  // most every 10 us (perf_swevent_start_hrtimer), yet their samples carry
+  // the fixed period asked for.
+  constexpr uint64_t kMinClockPeriod = 10000;
+  for (const ReportEvent& e : m.events) {
+    const SampledEvent& s = e.sampled;
+    if (s.unit == "nanoseconds" && s.fixed && s.period != 0 && s.period < kMinClockPeriod)
+      notes.push_back(fmt::format(
+          "{}: the kernel fires its timer at most every {} ns, so each sample stood for at least "
+          "that; its event count and periods are up to {:.3g} times too small (percentages hold: "
+          "every sample has the same period)",
+          s.note, kMinClockPeriod, static_cast<double>(kMinClockPeriod) / static_cast<double>(s.period)));
+  }
+  if (!m.unsampled_events.empty()) {
+    std::string list;
+    for (const std::string& name : m.unsampled_events) list += (list.empty() ? "" : ", ") + name;
+    notes.push_back(fmt::format("not sampled: {} (counted only, with no period or frequency of "
+                                "their own, as perf record's :S makes a group's members; their "
+                                "counts are not attributed here)",
+                                list));
+  }
   if (m.late_records != 0) {
     notes.push_back(fmt::format(
         "late records: {} arrived after newer records had been attributed and were applied out "
@@ -127,9 +158,10 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
   return notes;
 }
 
-void WriteTextReport(const ReportModel& m, std::ostream& out) {
-  for (const std::string& note : ReportNotes(m)) fmt::print(out, "# {}\n", note);
-  fmt::print(out, "#\n");
+namespace {
+
+// The table of the rows [begin, end), all of one event.
+void WriteTextTable(const ReportModel& m, size_t begin, size_t end, std::ostream& out) {
   // The columns of --sort, in its order; the last one is not padded.
   struct Column {
     std::string title;
@@ -148,7 +180,8 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
       case SortKey::kBuildId: col.title = "Build-id"; break;
     }
     col.width = col.title.size();
-    for (const ReportRow& r : m.rows) {
+    for (size_t i = begin; i < end; ++i) {
+      const ReportRow& r = m.rows[i];
       std::string cell;
       switch (key) {
         case SortKey::kComm: cell = r.comm; break;
@@ -177,17 +210,46 @@ void WriteTextReport(const ReportModel& m, std::ostream& out) {
                   : "  " + columns[c].title;
   }
   fmt::print(out, "# {}\n", header);
-  for (size_t i = 0; i < m.rows.size(); ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const ReportRow& r = m.rows[i];
     std::string line = children ? fmt::format("{:>7.2f}%  {:>7.2f}%", r.children_percent, r.percent)
                                 : fmt::format("{:>7.2f}%", r.percent);
     line += fmt::format("  {:>8}", r.samples);
     for (size_t c = 0; c < columns.size(); ++c) {
       line += c + 1 < columns.size()
-                  ? fmt::format("  {:<{}}", columns[c].cells[i], columns[c].width)
-                  : "  " + columns[c].cells[i];
+                  ? fmt::format("  {:<{}}", columns[c].cells[i - begin], columns[c].width)
+                  : "  " + columns[c].cells[i - begin];
     }
     fmt::print(out, "  {}\n", line);
+  }
+}
+
+}  // namespace
+
+void WriteTextReport(const ReportModel& m, std::ostream& out) {
+  for (const std::string& note : ReportNotes(m)) fmt::print(out, "# {}\n", note);
+  fmt::print(out, "#\n");
+  if (m.events.size() <= 1) {
+    WriteTextTable(m, 0, m.rows.size(), out);
+    return;
+  }
+  // A section per event, as perf report prints one.
+  size_t begin = 0;
+  for (uint32_t e = 0; e < m.events.size(); ++e) {
+    size_t end = begin;
+    while (end < m.rows.size() && m.rows[end].event == e) ++end;
+    const ReportEvent& event = m.events[e];
+    fmt::print(out, "{}# Samples: {} of event '{}'\n", e == 0 ? "" : "\n", event.samples, event.name);
+    fmt::print(out, "# Event count: {}{}\n", event.period,
+               event.sampled.unit == "count" ? "" : " " + event.sampled.unit);
+    if (m.controls.Filters())
+      fmt::print(out, "# Matching the filters: {} samples, event count {}\n", event.matched_samples,
+                 event.matched_period);
+    if (m.controls.percent_limit > 0)
+      fmt::print(out, "# Below the percent limit: {} rows\n", event.rows_below_limit);
+    fmt::print(out, "#\n");
+    WriteTextTable(m, begin, end, out);
+    begin = end;
   }
 }
 
@@ -239,8 +301,9 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
     perf_maps_refused.push_back({{"pid", r.pid}, {"reason", r.reason}});
   const ReportControls& c = m.controls;
   const bool by_file = c.Has(SortKey::kDso) || c.Has(SortKey::kBuildId);
-  json rows = json::array();
+  std::vector<json> rows_of(std::max<size_t>(m.events.size(), 1), json::array());
   for (const ReportRow& r : m.rows) {
+    json& rows = rows_of[std::min<size_t>(r.event, rows_of.size() - 1)];
     // Only the fields of the --sort keys (all of them by default).
     json row = {{"samples", r.samples}, {"period", r.period}, {"percent", r.percent}};
     if (c.children) {
@@ -272,11 +335,24 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                    {"percent_limit", c.percent_limit},
                    {"rows_below_limit", m.rows_below_limit}};
 
+  json events = json::array();
+  for (size_t e = 0; e < m.events.size(); ++e) {
+    const ReportEvent& ev = m.events[e];
+    events.push_back({{"name", ev.name},
+                      {"unit", ev.sampled.unit},
+                      {"samples", ev.samples},
+                      {"period", ev.period},
+                      {"matched_samples", ev.matched_samples},
+                      {"matched_period", ev.matched_period},
+                      {"rows_below_limit", ev.rows_below_limit},
+                      {"rows", rows_of[e]}});
+  }
   json doc = {{"schema", "mmap3-reader-report/1"},
               {"capture",
                {{"mode", m.mode},
                 {"samples", m.samples},
                 {"period", m.period},
+                {"unsampled_events", m.unsampled_events},
                 {"lost_records", m.lost_records},
                 {"lost_samples", m.lost_samples},
                 {"event_lost", m.event_lost < 0 ? json(nullptr) : json(m.event_lost)},
@@ -295,7 +371,11 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"perf_maps_refused", perf_maps_refused},
                 {"symbol_files", symbol_files}}},
               {"controls", controls},
-              {"rows", rows}};
+              {"events", events}};
+  // One event: its rows at the top level too, where they always were.
+  // Several: only in their events, so that no one adds up rows whose
+  // periods count different things.
+  if (m.events.size() <= 1) doc["rows"] = rows_of[0];
   EscapeNonUtf8Strings(doc);
   out << doc.dump(2, ' ', false, json::error_handler_t::strict) << "\n";
 }

@@ -6,7 +6,8 @@
 //   "schema": "mmap3-reader-report/1",
 //   "capture": {
 //     "mode": "mmap3" | "mmap2-build-id" | "mmap2" | "perf.data",
-//     "samples": N, "period": N, "lost_records": N, "lost_samples": N,
+//     "samples": N, "period": N, "unsampled_events": ["name", ...]
+//     (counted, not sampled: see ReportModel), "lost_records": N, "lost_samples": N,
 //     "event_lost": N | null,
 //     "bad_records": N,
 //     "late_records": N   (records older than one already attributed:
@@ -39,7 +40,13 @@
 //                 by build-id: where the file they came from was found;
 //                 "debuginfod": fetched from DEBUGINFOD_URLS by this report)
 //   },
-//   "rows": [{"samples": N, "period": N, "percent": F, "comm": "...",
+//   "events": [{"name": "...", "unit": "nanoseconds" | "count", "samples": N,
+//               "period": N, "matched_samples": N, "matched_period": N,
+//               "rows_below_limit": N, "rows": [...]}]
+//              (each sampling event with its own rows, whose percentages
+//               are of its own periods),
+//   "rows" (one event only; with several, only in "events"):
+//           [{"samples": N, "period": N, "percent": F, "comm": "...",
 //             "path": "...", "build_id": "full hex" | "", "symbol": "...",
 //             "symbol_status": "found" | "no_symbol" | "no_file" |
 //                              "no_build_id" | "no_mapping" | "guest" |
@@ -116,6 +123,7 @@ struct ReportRow {
   // anywhere in its chain, once per sample, and its share.
   uint64_t children_period = 0;
   double children_percent = 0;
+  uint32_t event = 0;  // index into ReportModel::events
 };
 
 // `script`: one sampled address, symbolized once (see ScriptSample).
@@ -136,6 +144,7 @@ struct ScriptSample {
   uint64_t period = 0;
   std::string comm;
   std::vector<uint32_t> locations;  // into script_locations, the sample's ip first
+  uint32_t event = 0;  // index into ReportModel::events
 };
 
 struct ReportMapping {
@@ -191,6 +200,7 @@ struct FrameStack {
   std::vector<uint32_t> locations;  // indices into frame_locations, leaf first
   uint64_t samples = 0;
   uint64_t period = 0;
+  uint32_t event = 0;  // index into ReportModel::events
 };
 
 // What a sample's period counts: "cpu" in "nanoseconds" for the cpu-clock
@@ -201,7 +211,25 @@ struct SampledEvent {
   std::string name = "events";
   std::string unit = "count";
   uint64_t period = 0;
+  bool fixed = false;  // period is the attr's sample_period (-c), not from a frequency
   std::string note;  // what else a reader of the numbers must know, or ""
+};
+
+// One sampling event of a capture, reported on its own as perf reports
+// each event: its rows' percentages are of its own samples' periods (the
+// periods of different events count different things and are never added
+// up).  A capture whose samples do not say their event (several events,
+// no PERF_SAMPLE_ID or IDENTIFIER) is one event named after all of them.
+struct ReportEvent {
+  std::string name;      // perf's name: "cycles", "page-faults", ..., or "event-TYPE-0xCONFIG"
+  SampledEvent sampled;  // what its period counts
+  // The attr's sample_period for samples that do not record theirs (a
+  // fixed period without PERF_SAMPLE_PERIOD, as perf record -c and record
+  // -c write them); 0: the samples' own.
+  uint64_t fixed_period = 0;
+  uint64_t samples = 0, period = 0;
+  uint64_t matched_samples = 0, matched_period = 0;  // what the filters let through
+  uint64_t rows_below_limit = 0;
 };
 
 // A kernel module's mapping as record wrote it: "[ext4]" at its load address.
@@ -253,7 +281,17 @@ struct ReportModel {
   // The JIT maps record took, by pid, and the files it refused to read.
   std::vector<PerfMapSummary> perf_maps;
   std::vector<PerfMapRefusal> perf_maps_refused;
+  // Rows of every event, event by event (in the order of `events`), each
+  // event's sorted by overhead.
   std::vector<ReportRow> rows;
+  // The sampling events, in the capture's order; at least one.  samples,
+  // period and the matched counts above are their sums.
+  std::vector<ReportEvent> events;
+  // Events of the capture that do not sample (neither period nor
+  // frequency: group members read through their leader's samples, perf
+  // record's :S), by name.  Not in `events`: their counts are not
+  // attributed here.
+  std::vector<std::string> unsampled_events;
   std::vector<ReportMapping> mappings;
   std::vector<SymbolFile> symbol_files;  // by build-id
   // A debuginfod server failed this report (DebuginfodFetcher::failed()):

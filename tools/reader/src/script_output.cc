@@ -39,6 +39,9 @@ void WriteScript(const ReportModel& m, bool callchains, std::ostream& out) {
     if (s.cpu >= 0) head += fmt::format(" [{:03}]", s.cpu);
     head += fmt::format(" {:>5}.{:06}: {:>10}", s.time / 1000000000, s.time % 1000000000 / 1000,
                         s.period);
+    // The event, as perf script prints it after the period.
+    if (s.event < m.events.size() && !m.events[s.event].name.empty())
+      head += fmt::format(" {}:", m.events[s.event].name);
     if (s.locations.empty()) {
       fmt::print(out, "{}\n", head);
       continue;

@@ -82,9 +82,10 @@ def find(sym, comm=None):
 ok = eval(sys.argv[2])
 if not ok:
     print("check failed:", sys.argv[2])
-    lib = [r for r in rows if r["path"].endswith("/libe2e.so")]
+    # Rows have the fields of their --sort keys only.
+    lib = [r for r in rows if r.get("path", "").endswith("/libe2e.so")]
     for r in rows[:15] + [r for r in lib if r not in rows[:15]]:
-        print("  ", r["samples"], r["comm"], r["path"], r["build_id"], r["symbol"], r["source"])
+        print("  ", r["samples"], *(r[k] for k in ("comm", "pid", "tid", "path", "build_id", "symbol", "source") if k in r))
     sys.exit(1)
 PY
 }
@@ -108,6 +109,7 @@ build() {
 	$CC $CFLAGS -pthread -o "$W/threads" "$HERE/e2e/threads.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
 	$CC $CFLAGS -o "$W/remap" "$HERE/e2e/remap.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
 	$CC $CFLAGS -o "$W/jit" "$HERE/e2e/jit.c"
+	$CC $CFLAGS -pthread -o "$W/events" "$HERE/e2e/events.c"
 }
 
 t_record_command_finds_symbols() {
@@ -1510,6 +1512,250 @@ t_permission_error_names_paranoid() {
 	grep -q "CAP_PERFMON" "$W/o" || fail "no CAP_PERFMON advice"
 }
 
+# ---- record's -e, -c, -C, -t (perf record's names and meanings)
+
+# events_check FILE PYTHON-EXPR: EXPR with `d` bound to a JSON report,
+# `names` to its events' names, and sym(EVENT, SYMBOL[, COMM]) to that
+# event's samples on SYMBOL (of COMM).
+events_check() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+events = {e["name"]: e for e in d["events"]}
+names = [e["name"] for e in d["events"]]
+def rows(ev):
+    return events[ev]["rows"]
+def sym(ev, s, comm=None):
+    return sum(r["samples"] for r in rows(ev) if r.get("symbol") == s and (comm is None or r.get("comm") == comm))
+if not eval(sys.argv[2]):
+    print("check failed:", sys.argv[2])
+    for e in d["events"]:
+        print("  event %s: %d samples" % (e["name"], e["samples"]))
+        for r in e["rows"][:8]:
+            print("    ", r["samples"], r.get("comm"), r.get("tid", ""), r.get("path"), r.get("symbol"))
+    sys.exit(1)
+PY
+}
+
+# perf_copy NAME: a copy of $W/NAME.data that perf 6.1 reads (MMAP3
+# captures need inject; an MMAP2 one is copied record for record), in
+# $W/NAME-perf.data.
+perf_copy() {
+	"$READER_BIN" inject -i "$W/$1.data" -o "$W/$1-perf.data" 2>"$W/$1-inject.err" ||
+		{ cat "$W/$1-inject.err"; fail "inject $1 failed"; }
+}
+
+t_record_two_events_reports_each() {
+	# task-clock and page-faults in one capture: each sample carries its
+	# event (IDENTIFIER; one attr per event with its ids), and the report
+	# has a section per event: CPU time on the spinning function, page
+	# faults on the one that touches fresh pages.
+	"$READER_BIN" record -q -e task-clock,page-faults -o "$W/ev2.data" --no-buildid-cache -- \
+		"$W/events" faults 400
+	"$READER_BIN" report -i "$W/ev2.data" --format json >"$W/ev2.json"
+	"$READER_BIN" report -i "$W/ev2.data" >"$W/ev2.txt"
+	grep -E '^# (events|Samples|Event count)|e2e_(spin|fault)_hot' "$W/ev2.txt" | head -n 12
+	events_check "$W/ev2.json" "names == ['task-clock', 'page-faults'] and 'rows' not in d"
+	events_check "$W/ev2.json" "sym('task-clock', 'e2e_spin_hot', 'events') > 0"
+	events_check "$W/ev2.json" "sym('task-clock', 'e2e_spin_hot', 'events') >= sym('task-clock', 'e2e_fault_hot', 'events')"
+	events_check "$W/ev2.json" "sym('page-faults', 'e2e_fault_hot', 'events') > 0"
+	# The spinning function faults at most on its first instructions (its
+	# text page); the faults are on the function that touches pages.
+	events_check "$W/ev2.json" "sym('page-faults', 'e2e_fault_hot', 'events') >= 10 * sym('page-faults', 'e2e_spin_hot', 'events')"
+	events_check "$W/ev2.json" "all(abs(sum(r['percent'] for r in rows(e)) - 100) < 0.01 for e in names)"
+	local tc pf
+	tc=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['events'][0]['samples'])" "$W/ev2.json")
+	pf=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['events'][1]['samples'])" "$W/ev2.json")
+	grep -qx "# Samples: $tc of event 'task-clock'" "$W/ev2.txt" || fail "no task-clock section in the text report"
+	grep -qx "# Samples: $pf of event 'page-faults'" "$W/ev2.txt" || fail "no page-faults section in the text report"
+	# script names each sample's event.
+	"$READER_BIN" script -i "$W/ev2.data" >"$W/ev2.script"
+	[ "$(grep -c ' task-clock: ' "$W/ev2.script")" = "$tc" ] || fail "script: task-clock lines are not $tc"
+	[ "$(grep -c ' page-faults: ' "$W/ev2.script")" = "$pf" ] || fail "script: page-faults lines are not $pf"
+	grep -m1 ' page-faults: .* e2e_fault_hot+' "$W/ev2.script" || fail "script: no page fault on e2e_fault_hot"
+	echo "NOTE: task-clock $tc samples, page-faults $pf samples"
+	# perf tells the events apart on the same file.
+	command -v perf >/dev/null || skip "perf not installed (our side passed)"
+	perf_copy ev2
+	[ "$(perf evlist -i "$W/ev2-perf.data" 2>/dev/null | tr '\n' ' ')" = "task-clock page-faults dummy " ] ||
+		{ perf evlist -i "$W/ev2-perf.data"; fail "perf evlist does not list task-clock, page-faults"; }
+	perf report -i "$W/ev2-perf.data" --stdio --no-children --sort comm,sym >"$W/ev2.perf" 2>/dev/null ||
+		fail "perf report failed"
+	grep -E "^# Samples: .* of event '(task-clock|page-faults)'" "$W/ev2.perf"
+	[ "$(perf script -i "$W/ev2-perf.data" -F event 2>/dev/null | grep -c '^ *task-clock:')" = "$tc" ] ||
+		fail "perf script counts other task-clock samples than $tc"
+	[ "$(perf script -i "$W/ev2-perf.data" -F event 2>/dev/null | grep -c '^ *page-faults:')" = "$pf" ] ||
+		fail "perf script counts other page-faults samples than $pf"
+	awk "/of event 'page-faults'/ {s = 1} s && /%/ {print; exit}" "$W/ev2.perf" | grep -q 'e2e_fault_hot' ||
+		fail "perf's page-faults section does not start with e2e_fault_hot"
+}
+
+# tids_of FILE: the "tids A B" line tests/e2e/events.c prints (300 s at most).
+tids_of() {
+	local i line=""
+	for ((i = 0; i < 3000; i++)); do
+		line=$(grep -m1 '^tids ' "$1" 2>/dev/null) || line=
+		[ -n "$line" ] && break
+		sleep 0.1
+	done
+	[ -n "$line" ] || fail "no thread ids in $1 within 300 s"
+	echo "${line#tids }"
+}
+
+t_record_tid_samples_that_thread_only() {
+	# -t: the thread given, not its process: of two threads running hot,
+	# only the one named has samples, and they are on its own function (the
+	# process's mappings are read and followed).
+	E2E_GO_FILE=$W/tid1.go "$W/events" threads 300 >"$W/tid1.out" & local pid=$!
+	local a b
+	read -r a b <<<"$(tids_of "$W/tid1.out")"
+	start_recorder tid1 -q -t "$b" -o "$W/tid1.data" --no-buildid-cache
+	touch "$W/tid1.go"
+	local rc=0
+	# The capture ends when the thread has exited, as perf's -t.
+	finish $rec_pid || rc=$?
+	wait $pid || fail "events threads failed"
+	[ $rc -eq 0 ] || fail "record -t exited $rc"
+	"$READER_BIN" report -i "$W/tid1.data" --sort tid,sym --format json >"$W/tid1.json"
+	"$READER_BIN" report -i "$W/tid1.data" --sort comm,tid,sym | grep -E '^#|e2e_' | head -n 8
+	json_check "$W/tid1.json" "d['capture']['samples'] > 0 and all(r['tid'] == $b for r in rows)"
+	json_check "$W/tid1.json" "sum(r['samples'] for r in find('e2e_thread_b_hot')) > 0 and not find('e2e_thread_a_hot')"
+	json_check "$W/tid1.json" "sum(r['samples'] for r in rows if r['symbol_status'] == 'no_mapping') * 2 < d['capture']['samples']"
+	echo "NOTE: threads $a and $b of process $pid; -t $b: $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['capture']['samples'])" "$W/tid1.json") samples, all of $b"
+}
+
+t_record_cpu_list_samples_those_cpus() {
+	# -C: system-wide on those CPUs only.  Two spinners, one pinned to
+	# each CPU: -C 0 gets the first and none of the second, every sample
+	# on CPU 0; -C 0-1 gets both (the second is there to be seen).
+	command -v taskset >/dev/null || skip "taskset (util-linux) not installed"
+	grep -qE '^0-[1-9]|^0,1' /sys/devices/system/cpu/online ||
+		skip "CPUs 0 and 1 are not both online ($(cat /sys/devices/system/cpu/online))"
+	cp "$W/events" "$W/events_cpu0"
+	cp "$W/events" "$W/events_cpu1"
+	local list name
+	for list in 0 0-1; do
+		name=cpu${list/-/_}
+		"$READER_BIN" record -q -C "$list" -o "$W/$name.data" --no-buildid-cache -- sh -c \
+			"taskset -c 0 '$W/events_cpu0' spin 300 & taskset -c 1 '$W/events_cpu1' spin 300 & wait"
+		"$READER_BIN" report -i "$W/$name.data" --format json >"$W/$name.json"
+		"$READER_BIN" script -i "$W/$name.data" >"$W/$name.script"
+		json_check "$W/$name.json" "sum(r['samples'] for r in find('e2e_spin_hot', 'events_cpu0')) > 0"
+		echo "NOTE: -C $list: samples per CPU: $(grep -oE '\[[0-9]{3}\]' "$W/$name.script" | sort | uniq -c | tr -s ' \n' ' ')"
+	done
+	json_check "$W/cpu0.json" "not [r for r in rows if r['comm'] == 'events_cpu1']"
+	grep -qE '\[[0-9]{3}\]' "$W/cpu0.script" || fail "script shows no CPU"
+	! grep -E '\[[0-9]{3}\]' "$W/cpu0.script" | grep -qv '\[000\]' || fail "-C 0 has samples of another CPU"
+	json_check "$W/cpu0_1.json" "sum(r['samples'] for r in find('e2e_spin_hot', 'events_cpu1')) > 0"
+	grep -q '\[001\]' "$W/cpu0_1.script" || fail "-C 0-1 has no sample on CPU 1"
+}
+
+t_record_count_gives_the_period() {
+	# -c N: a sample every N events, each with period N in the records
+	# (no frequency mode), for every event; -F and -c exclude each other.
+	"$READER_BIN" record -q -e task-clock -c 250000 -o "$W/cnt.data" --no-buildid-cache -- "$W/events" spin 300
+	"$READER_BIN" record -q -e page-faults -c 8 -o "$W/cntpf.data" --no-buildid-cache -- "$W/events" faults 200
+	"$READER_BIN" script -i "$W/cnt.data" >"$W/cnt.script"
+	"$READER_BIN" script -i "$W/cntpf.data" >"$W/cntpf.script"
+	head -n 2 "$W/cnt.script" "$W/cntpf.script"
+	local n
+	for n in "cnt 250000 task-clock" "cntpf 8 page-faults"; do
+		set -- $n
+		[ -s "$W/$1.script" ] || fail "$1: no samples"
+		# Every line: "... TIME:     PERIOD EVENT: ..."
+		awk -v p="$2" -v e="$3:" '{ for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+\.[0-9]+:$/) { if ($(i + 1) != p || $(i + 2) != e) { print "bad: " $0; bad = 1; exit } ; next } ; print "unparsed: " $0; bad = 1; exit } END { exit bad }' \
+			"$W/$1.script" || fail "$1: a sample without period $2 of $3"
+		echo "NOTE: -e $3 -c $2: $(wc -l <"$W/$1.script") samples, every one with period $2"
+	done
+	grep -q ' e2e_fault_hot+' "$W/cntpf.script" || fail "page-faults -c 8: none on e2e_fault_hot"
+	if command -v perf >/dev/null; then
+		perf_copy cnt
+		perf evlist -v -i "$W/cnt-perf.data" 2>/dev/null | grep '^task-clock:' >"$W/cnt.evlist"
+		cat "$W/cnt.evlist"
+		grep -q 'sample_freq }: 250000,' "$W/cnt.evlist" && ! grep -q 'freq: 1' "$W/cnt.evlist" ||
+			fail "perf evlist -v does not show period 250000 without freq"
+	fi
+	local rc=0
+	"$READER_BIN" record -q -F 100 -c 5 --no-buildid-cache -- true >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 2 ] && [ "$(wc -l <"$W/o")" -eq 1 ] && grep -q 'exclude each other' "$W/o" ||
+		{ cat "$W/o"; fail "-F with -c: exit $rc, want 2 and one line"; }
+}
+
+t_record_hardware_events_or_a_clear_error() {
+	# cycles and instructions need a PMU: where the machine has them, both
+	# are reported with samples on the spinning function; where it has not
+	# (most VMs, QEMU TCG), one line names the event and why, exit 1, and
+	# no other event is sampled instead.  Which one this machine is, is
+	# asked of perf stat (or sysfs) independently.
+	local rc=0 lacks=""
+	if command -v perf >/dev/null; then
+		# -x, lines: "COUNT,,EVENT,..." or "<not supported>,,EVENT,...".
+		perf stat -x, -e cycles,instructions -- true 2>"$W/hw.stat" >/dev/null || true
+		if grep -qE '^<not (supported|counted)>,.*,(cycles|instructions),' "$W/hw.stat"; then
+			lacks=yes
+		elif [ "$(grep -cE '^[0-9]+,.*,(cycles|instructions),' "$W/hw.stat")" -eq 2 ]; then
+			lacks=no
+		fi
+	fi
+	if [ -z "$lacks" ]; then
+		# No verdict from perf stat: a core PMU registered in sysfs or not.
+		lacks=yes
+		ls -d /sys/bus/event_source/devices/cpu /sys/bus/event_source/devices/cpu_core \
+			>/dev/null 2>&1 && lacks=no
+		echo "NOTE: perf stat gave no verdict ($(head -c 200 "$W/hw.stat" 2>/dev/null)); sysfs says lacks=$lacks"
+	fi
+	"$READER_BIN" record -q -e cycles,instructions -o "$W/hw.data" --no-buildid-cache -- \
+		"$W/events" spin 300 >"$W/hw.out" 2>"$W/hw.err" || rc=$?
+	cat "$W/hw.err"
+	if [ $lacks = yes ]; then
+		[ $rc -eq 1 ] || fail "no PMU for cycles here (perf stat or sysfs says so), yet record exited $rc"
+		[ "$(wc -l <"$W/hw.err")" -eq 1 ] || fail "not one line"
+		grep -qx "mmap3-reader: error: event 'cycles' cannot be \(counted\|sampled\) on this machine: perf_event_open says \(ENOENT\|EOPNOTSUPP\) .*" "$W/hw.err" ||
+			fail "the line does not name cycles and why"
+		[ ! -e "$W/hw.data" ] || fail "a capture was written anyway"
+		echo "NOTE: this machine has no cycles/instructions; refused in one line, exit 1"
+	else
+		[ $rc -eq 0 ] || fail "this machine counts cycles, yet record exited $rc"
+		"$READER_BIN" report -i "$W/hw.data" --format json >"$W/hw.json"
+		events_check "$W/hw.json" "names == ['cycles', 'instructions']"
+		events_check "$W/hw.json" "sym('cycles', 'e2e_spin_hot', 'events') > 0 and sym('instructions', 'e2e_spin_hot', 'events') > 0"
+		echo "NOTE: this machine counts cycles and instructions; both sections have samples on e2e_spin_hot"
+	fi
+	# Unknown names are usage errors: exit 2, one line, nothing run.
+	rc=0
+	"$READER_BIN" record -q -e task-clock,nosuch -- touch "$W/ran" >"$W/o" 2>&1 || rc=$?
+	[ $rc -eq 2 ] && [ "$(wc -l <"$W/o")" -eq 1 ] && grep -q "^mmap3-reader: unknown event 'nosuch' (known: cycles" "$W/o" ||
+		{ cat "$W/o"; fail "-e nosuch: exit $rc, want 2 and one line"; }
+	[ ! -e "$W/ran" ] || fail "the command ran despite the unknown event"
+}
+
+t_record_controls_errors() {
+	# One line each; 2 for what the command line got wrong, 1 for what
+	# this machine cannot do.
+	local rc want args
+	while IFS='|' read -r want args; do
+		rc=0
+		# shellcheck disable=SC2086  # flag lists
+		timeout 120 "$READER_BIN" record -q $args >"$W/o" 2>&1 || rc=$?
+		[ $rc -eq "$want" ] || { cat "$W/o"; fail "record $args: exit $rc, want $want"; }
+		[ "$(wc -l <"$W/o")" -eq 1 ] || { cat "$W/o"; fail "record $args: not one line"; }
+		echo "record $args: $(cat "$W/o")"
+	done <<EOT
+2|-e task-clock -e task-clock -- true
+2|-e cycles, -- true
+2|-C 0-x -- true
+2|-C 1-0 -- true
+2|-C 0 -p 1
+2|-C 0 -t 1
+2|-t 1 -p 1
+2|-t 1 -- true
+2|-c 0 -- true
+2|-e task-clock -c 1000 -- true
+1|-C 4000 --no-buildid-cache -- true
+1|-t 999999999
+EOT
+}
+
 if ! build >"$W/build.log" 2>&1; then
 	cat "$W/build.log"
 	echo "[  FAILED  ] $SUITE.build"
@@ -1532,7 +1778,10 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_ctrl_c_drains_and_writes t_control_stop_ends_the_capture t_command_exit_status_is_passed_on t_errors_are_clear
        t_buildid_cache_is_safe_and_bounded t_debuginfod_serves_the_cache_to_a_fresh_home
        t_debuginfod_unreachable_is_bounded_and_said_once t_debuginfod_wrong_file_is_refused
-       t_permission_error_names_paranoid)
+       t_permission_error_names_paranoid
+       t_record_two_events_reports_each t_record_tid_samples_that_thread_only
+       t_record_cpu_list_samples_those_cpus t_record_count_gives_the_period
+       t_record_hardware_events_or_a_clear_error t_record_controls_errors)
 # Tests of what report, script, buildid-list and the debuginfod client make
 # of a file, whatever kernel recorded it: the guest suites (E2E_EXPECT_MODE
 # set) leave them to the host's, where they take a minute, not ten.

@@ -579,10 +579,19 @@ TEST(SampledEventTest, NamesWhatThePeriodCounts) {
                                      Attr(PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, true, 99)});
   EXPECT_EQ(two.name, "events");
   EXPECT_NE(two.note, "");
+  // A frequency (the kernel varies the period) without recorded periods:
+  // each sample counted 1, not nanoseconds.
   SampledEvent no_period = SampledEventOf(
-      {Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, false, 100000, PERF_SAMPLE_IP)});
-  EXPECT_EQ(no_period.name, "events");  // each sample counted 1: not nanoseconds
+      {Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, true, 4000, PERF_SAMPLE_IP)});
+  EXPECT_EQ(no_period.name, "events");
   EXPECT_EQ(no_period.unit, "count");
+  // A fixed period without recorded periods (perf record -c, record -c):
+  // every sample stands for the attr's period, as perf takes it.
+  SampledEvent fixed = SampledEventOf(
+      {Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, false, 100000, PERF_SAMPLE_IP)});
+  EXPECT_EQ(fixed.name, "cpu");
+  EXPECT_EQ(fixed.unit, "nanoseconds");
+  EXPECT_EQ(fixed.period, 100000u);
 }
 
 TEST(ReplaceFileTest, ReplacesWholeAndLeavesNothingBeside) {

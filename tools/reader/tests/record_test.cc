@@ -394,6 +394,26 @@ TEST(RecordTest, OversizedAndUndersizedHeadersAreRejected) {
   EXPECT_EQ(StatusOf(claims_more), DecodeStatus::kTruncated);
 }
 
+TEST(RecordTest, PerfsUnalignedBuildIdRecordIsIgnoredNotBad) {
+  // perf inject -b writes PERF_RECORD_HEADER_BUILD_ID (67) records of 8 +
+  // 4 + 24 bytes and a name padded to 64: 100 or 164 bytes, not u64
+  // aligned.  A record perf writes is not a framing error: the report of
+  // an injected file said "bad records: 5" for its five.
+  std::vector<uint8_t> bytes(100, 0);
+  perf_event_header h{};
+  h.type = 67;
+  h.size = 100;
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  Record d;
+  EXPECT_EQ(DecodeRecord(bytes, kFormat, &d), DecodeStatus::kIgnored);
+  SampleRecord s;
+  EXPECT_EQ(DecodeSampleRecord(bytes, kFormat, &s), DecodeStatus::kIgnored);
+  // A kernel record so framed is still bad.
+  h.type = PERF_RECORD_COMM;
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  EXPECT_EQ(DecodeRecord(bytes, kFormat, &d), DecodeStatus::kBadSize);
+}
+
 TEST(RecordTest, UnterminatedFilenameIsMalformed) {
   const SampleFormat no_trailer{kTypeNoCallchain, 0, false};
   auto bytes = EncodeMmap(SampleMmap(MmapFormat::kMmap2), no_trailer);

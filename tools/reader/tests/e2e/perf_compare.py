@@ -179,6 +179,7 @@ def report(ours_path, perf_path, keys, children):
 
 SCRIPT_OURS = re.compile(
     r"^\s*(?P<comm>.+?)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+(\[\d+\]\s+)?(?P<time>\d+\.\d+):\s+\d+"
+    r"(\s+(?P<event>[a-z][a-z0-9-]*):)?"
     r"(\s+(?P<ip>[0-9a-f]+) (?P<sym>.*?) \((?P<dso>[^()]*)\) ((?P<bid>[0-9a-f]*)\S*|\[no build-id\]))?$")
 SCRIPT_PERF = re.compile(
     r"^\s*(?P<tid>\d+)\s+(?P<time>\d+\.\d+):\s*(\s+(?P<ip>[0-9a-f]+) (?P<sym>.*) \((?P<dso>[^()]*)\))?$")
