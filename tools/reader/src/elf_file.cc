@@ -174,7 +174,8 @@ static void AddPltSymbols(Elf* elf, std::vector<ElfSymbol>* out) {
   if (gelf_getehdr(elf, &eh) == nullptr || eh.e_machine != EM_X86_64 ||
       gelf_getclass(elf) != ELFCLASS64 || elf_getshdrstrndx(elf, &shstrndx) != 0)
     return;
-  std::unordered_map<uint64_t, std::string> slot_names;
+  // Names point into libelf's data, valid until ReadSymbols() returns.
+  std::unordered_map<uint64_t, const char*> slot_names;
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(elf, scn)) != nullptr) {
     GElf_Shdr sh, symsh;
@@ -226,7 +227,7 @@ static void AddPltSymbols(Elf* elf, std::vector<ElfSymbol>* out) {
       std::memcpy(&disp, e + pos + 2, sizeof(disp));
       const uint64_t slot = sh.sh_addr + off + pos + 6 + static_cast<uint64_t>(int64_t{disp});
       auto it = slot_names.find(slot);
-      if (it != slot_names.end()) out->push_back({sh.sh_addr + off, sh.sh_entsize, it->second + "@plt"});
+      if (it != slot_names.end()) out->push_back({sh.sh_addr + off, sh.sh_entsize, std::string(it->second) + "@plt"});
     }
   }
 }
