@@ -46,4 +46,4 @@ perf-test: deps $(READER_BUILD)/CMakeCache.txt
 	@$(MAKE) -s perf $(BZIMAGE) $(VM_INITRAMFS) $(DISTRO_KERNEL)
 	@nice -n 19 cmake --build $(READER_BUILD) -j$(READER_JOBS) --target mmap3-reader >/dev/null
 	@PERF_BIN=$(PERF_BIN) READER_BIN=$(READER_BIN) BZIMAGE=$(BZIMAGE) \
-		DISTRO_KERNEL=$(DISTRO_KERNEL) $(TOP)/scripts/test/perf-mmap3
+		DISTRO_KERNEL=$(DISTRO_KERNEL) PERF_SRC=$(PERF_SRC) $(TOP)/scripts/test/perf-mmap3
