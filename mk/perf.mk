@@ -2,10 +2,13 @@
 # applied, tools/perf patches included), built out of tree.
 #
 #   make perf         build/perf/perf
-#   make perf-test    the replace-during-profile scenario recorded with
-#                     mmap3-reader in the patched guest (MMAP3 records), then
-#                     read by this perf with no inject step; Debian's perf on
-#                     the same file is checked to get it wrong
+#   make perf-test    the replace-during-profile scenario in the patched
+#                     guest, recorded with mmap3-reader and with this perf's
+#                     own perf record (MMAP3 records, synthesized ones read
+#                     through map_files), then read by this perf with no
+#                     inject step; Debian's perf on the reader's file is
+#                     checked to get it wrong, and on Debian's kernel perf
+#                     record falls back to MMAP2 and refuses --mmap3
 #
 # The build is kept to what reading and recording need: libelf (symbols,
 # build IDs) and zlib; no scripting, TUI/GTK, DWARF unwinding, BPF, libnuma,
@@ -37,9 +40,10 @@ perf: deps $(if $(filter $(KSRC),$(PERF_SRC)),kernel-source)
 perf-clean:
 	rm -rf $(PERF_OBJ)
 
-# Not part of make test yet (a guest boot, a reader capture and several perf
-# runs under TCG).
+# Part of make test (scripts/test/all).  Two guest boots: the patched kernel
+# and Debian's (the fallback to MMAP2).
 perf-test: deps $(READER_BUILD)/CMakeCache.txt
-	@$(MAKE) -s perf $(BZIMAGE) $(VM_INITRAMFS)
+	@$(MAKE) -s perf $(BZIMAGE) $(VM_INITRAMFS) $(DISTRO_KERNEL)
 	@nice -n 19 cmake --build $(READER_BUILD) -j$(READER_JOBS) --target mmap3-reader >/dev/null
-	@PERF_BIN=$(PERF_BIN) READER_BIN=$(READER_BIN) BZIMAGE=$(BZIMAGE) $(TOP)/scripts/test/perf-mmap3
+	@PERF_BIN=$(PERF_BIN) READER_BIN=$(READER_BIN) BZIMAGE=$(BZIMAGE) \
+		DISTRO_KERNEL=$(DISTRO_KERNEL) PERF_SRC=$(PERF_SRC) $(TOP)/scripts/test/perf-mmap3
