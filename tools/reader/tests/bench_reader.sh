@@ -91,7 +91,7 @@ best() { # best of a list of numbers
 # Step 5; prints its table rows.  The capture is written by this build's
 # bench and read by both builds' (perf.data is the same format).
 chains() {
-	local gdata=$B/chains-$N.data base_bench= rate base_rate= folded stacks w c bw= bc= same=
+	local gdata=$B/chains-$N.data base_bench= out rate cpu_rate base_rate= base_cpu= folded stacks w c bw= bc= same=
 	if [ ! -s "$gdata" ] || [ "$BENCH" -nt "$gdata" ]; then
 		"$BENCH" synth-g "$gdata" "$N" 16 10000 >&2
 	fi
@@ -100,11 +100,15 @@ chains() {
 		[ -x "$base_bench" ] || { echo "bench-reader: no $base_bench" >&2; return 1; }
 	fi
 	echo "call chains: replay with stacks aggregated (report -g), one thread ..." >&2
-	rate=$("$BENCH" replay "$gdata" 3 g | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M samples.*/\1/p')
+	# "rate cpu_rate": M samples/s of wall time and of CPU time, best of 3
+	chain_rate() {
+		"$1" replay "$gdata" 3 g | tee /dev/stderr |
+			sed -n 's/^best: \([0-9.]*\) M samples.*; \([0-9.]*\) M samples\/s of CPU time.*/\1 \2/p'
+	}
+	read -r rate cpu_rate < <(chain_rate "$BENCH")
 	if [ -n "$base_bench" ]; then
 		echo "the same with $BENCH_BASE_READER's build ..." >&2
-		base_rate=$("$base_bench" replay "$gdata" 3 g | tee /dev/stderr |
-			sed -n 's/^best: \([0-9.]*\) M samples.*/\1/p')
+		read -r base_rate base_cpu < <(chain_rate "$base_bench")
 	fi
 	folded=$B/chains-$N.folded
 	"$READER_BIN" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache" >"$folded"
@@ -116,7 +120,7 @@ chains() {
 		if "$BENCH_BASE_READER" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache" |
 			cmp -s - "$folded"; then same="the same output"; else same="**output differs**"; fi
 	fi
-	echo "| call stacks of $N records with \`-g\` chains, depth 16, 10,000 chains ($stacks folded stacks): decode, ordering, attribution of every frame, stacks counted, one core | **$rate M samples/s**${base_rate:+ (before: $base_rate M samples/s)} | >= 15 M samples/s |"
+	echo "| call stacks of $N records with \`-g\` chains, depth 16, 10,000 chains ($stacks folded stacks): decode, ordering, attribution of every frame, stacks counted, one core | **$rate M samples/s** ($cpu_rate M per CPU-second)${base_rate:+; before: $base_rate M samples/s ($base_cpu M per CPU-second)} | >= 15 M samples/s |"
 	echo "| \`mmap3-reader report -g --format folded\` of that file | $w s wall, $c s CPU${bw:+ (before: $bw s wall, $bc s CPU; $same)} | |"
 }
 if [ "${BENCH_ONLY:-}" = chains ]; then
