@@ -25,7 +25,11 @@
 #   make bench-reader     the benchmark table of tools/reader/README.md:
 #                         replay of a 10M-record perf.data, report time
 #                         against perf report, loss at 10 kHz on all CPUs
-#                         of this host and of the patched guest
+#                         of this host and of the patched guest, call-chain
+#                         aggregation (BENCH_BASE_READER=another build's
+#                         mmap3-reader: its rates beside this one's)
+#   make bench-reader-chains  only the call-chain rows of bench-reader (no
+#                         kernel, no guest; BENCH_BASE_READER as there)
 #
 # READER_BIN is the built binary, for other makefiles and scripts.
 
@@ -42,7 +46,7 @@ export FUZZ_SECONDS
 # The machine has two cores shared with other work.
 READER_JOBS       ?= 2
 
-.PHONY: fuzz fuzz-smoke reader-fuzz reader reader-asan reader-test reader-e2e-host reader-e2e-vm reader-bench bench-reader reader-clean
+.PHONY: fuzz fuzz-smoke reader-fuzz reader reader-asan reader-test reader-e2e-host reader-e2e-vm reader-bench bench-reader bench-reader-chains reader-clean
 
 $(READER_BUILD)/CMakeCache.txt: $(READER_SRC)/CMakeLists.txt
 	cmake -S $(READER_SRC) -B $(READER_BUILD) -DCMAKE_BUILD_TYPE=Release \
@@ -142,6 +146,10 @@ bench-reader: deps
 	@$(MAKE) -s reader $(BZIMAGE) $(VM_INITRAMFS) >/dev/null
 	@READER_BIN=$(READER_BIN) BENCH_DIR=$(BUILD)/reader-bench BZIMAGE=$(BZIMAGE) \
 		VM_RUN=$(VM_RUN) $(READER_SRC)/tests/bench_reader.sh
+
+bench-reader-chains: reader
+	@READER_BIN=$(READER_BIN) BENCH_DIR=$(BUILD)/reader-bench BENCH_ONLY=chains \
+		$(READER_SRC)/tests/bench_reader.sh
 
 reader-clean:
 	rm -rf $(READER_BUILD) $(READER_ASAN_BUILD) $(READER_FUZZ_BUILD) $(BUILD)/reader-e2e $(BUILD)/reader-bench

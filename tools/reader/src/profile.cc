@@ -1,6 +1,7 @@
 #include "profile.h"
 
 #include <cstring>
+#include <span>
 
 #include <algorithm>
 #include <set>
@@ -106,6 +107,10 @@ void Profile::Process(Bytes record) {
       return;
     }
   }
+  // Whatever else this is may change what an address resolves to (a
+  // mapping, a fork, an exec, an exit): chains resolved before are looked
+  // up again.  Cheap: such records are rare next to samples.
+  ++epoch_;
   Record r;
   DecodeStatus status = DecodeRecord(record, format_, &r);
   if (status == DecodeStatus::kIgnored) return;
@@ -274,12 +279,38 @@ void Profile::OnSample(const SampleRecord& s) {
   if (!options_.callchains && !options_.sample_frames && !options_.controls.children &&
       !options_.script)
     return;
-  std::vector<std::pair<const MappedObject*, uint64_t>> frames;
+  // A chain seen before, in the same processes' state, resolves to the
+  // same stacks: counted by their ids without resolving its frames again
+  // (not for script and pprof's frames, which keep more than the ids).
+  ChainMemo::Ids* memo = nullptr;
+  if (!options_.script && !options_.sample_frames) {
+    std::vector<uint64_t>& key = memo_key_scratch_;
+    key.clear();
+    key.push_back(uint64_t{s.pid} << 32 | comm);
+    key.push_back(static_cast<uint64_t>(space));
+    key.push_back(s.ip);
+    for (size_t i = 0; i < s.callchain.size(); ++i) key.push_back(s.callchain[i]);
+    bool valid = false;
+    memo = memo_.Lookup(key, epoch_, &valid);
+    if (valid) {
+      if (options_.callchains) stacks_.Count(memo->stack, period);
+      if (options_.controls.children) chains_.Count(memo->chain, period);
+      return;
+    }
+  }
+  // Scratch vectors, reused: their capacity outlives the sample, so a
+  // sample allocates nothing here once the deepest chain has been seen.
+  std::vector<StackCounts::Frame>& frames = frames_scratch_;
+  std::vector<Frame>& addressed = addressed_scratch_;
+  std::vector<uint64_t>& ips = ips_scratch_;
+  frames.clear();
+  addressed.clear();
+  ips.clear();
   // Leaf first.  The leaf is always the sample's ip as the flat count
   // resolved it, so that a stack is attributed as the report's rows are;
   // the call chain's first ip, when it is that same place, is not repeated.
-  std::vector<Frame> addressed{leaf};
-  std::vector<uint64_t> ips{s.ip};  // as recorded, for script
+  addressed.push_back(leaf);
+  ips.push_back(s.ip);  // as recorded, for script
   if (s.callchain.empty()) {
     frames.emplace_back(leaf.object, leaf.offset);
   } else {
@@ -313,22 +344,24 @@ void Profile::OnSample(const SampleRecord& s) {
     }
     std::reverse(frames.begin(), frames.end());  // outermost first
   }
-  if (options_.callchains) ++stacks_[{comm, std::move(frames)}];
+  if (options_.callchains) {
+    const uint32_t id = stacks_.Add(comm, frames, period);
+    if (memo != nullptr) memo->stack = id;
+  }
   if (options_.controls.children) {
-    std::vector<std::pair<const MappedObject*, uint64_t>> chain;
-    chain.reserve(addressed.size());
+    std::vector<StackCounts::Frame>& chain = chain_scratch_;
+    chain.clear();
     for (const Frame& f : addressed) chain.emplace_back(f.object, f.offset);
-    ChainSums& sums = chains_[{comm, std::move(chain)}];
-    ++sums.samples;
-    sums.period += period;
+    const uint32_t id = chains_.Add(comm, chain, period);
+    if (memo != nullptr) memo->chain = id;
   }
   if (options_.script) {
     const bool has_cpu = (format_.sample_type & PERF_SAMPLE_CPU) != 0;
     kept_.push_back(KeptSample{s.time, s.pid, s.tid, has_cpu ? static_cast<int64_t>(s.cpu) : -1,
-                               period, comm, addressed, std::move(ips)});
+                               period, comm, addressed, ips});
   }
   if (options_.sample_frames) {
-    FrameSums& sums = frame_stacks_[{comm, std::move(addressed)}];
+    FrameSums& sums = frame_stacks_[{comm, addressed}];
     ++sums.samples;
     sums.period += period;
   }
@@ -400,8 +433,8 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
     flat_.ForEach([&](uint32_t, const MappedObject* object, uint64_t, uint64_t, uint64_t) {
       if (object != nullptr) seen.insert(Shown(object));
     });
-    for (const auto& [key, count] : stacks_)
-      for (const auto& frame : key.second)
+    for (uint32_t id = 0; id < stacks_.size(); ++id)
+      for (const auto& frame : stacks_.frames(id))
         if (frame.first != nullptr) seen.insert(Shown(frame.first));
     for (const auto& [key, sums] : frame_stacks_)
       for (const Frame& f : key.second)
@@ -418,24 +451,29 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   std::map<std::string, uint64_t> folded;
   const ReportControls& controls = options_.controls;
   static const std::string kUnknown = "[unknown]";
-  for (const auto& [key, count] : stacks_) {
+  // In (task, frames) order, as the std::map this table replaced was
+  // walked: symbols are looked up in the same order.
+  for (const uint32_t id : stacks_.Sorted()) {
+    const uint32_t task = stacks_.task(id);
+    const std::span<const StackCounts::Frame> frames = stacks_.frames(id);
+    const uint64_t count = stacks_.samples(id);
     if (controls.Filters()) {
       // Folded lines show their innermost frame last: filtered on it.
-      if (key.second.empty()) continue;
-      const MappedObject* leaf = key.second.back().first;
+      if (frames.empty()) continue;
+      const MappedObject* leaf = frames.back().first;
       if (leaf != nullptr) leaf = Shown(leaf);
       Symbolizer::Symbol symbol{&kUnknown, SymbolStatus::kNoMapping};
-      if (leaf != nullptr) symbol = symbolizer.Lookup(*leaf, key.second.back().second);
-      if (!controls.Matches(comms_[key.first], leaf, *symbol.name, symbol.status)) continue;
+      if (leaf != nullptr) symbol = symbolizer.Lookup(*leaf, frames.back().second);
+      if (!controls.Matches(comms_[task], leaf, *symbol.name, symbol.status)) continue;
     }
     // Stacks of different events are not added up: with several, each
     // line starts with its event (a root frame of its own in a flame graph).
     std::string line = model.events.size() > 1
-                           ? model.events[task_events_[key.first]].name + ";" + comms_[key.first]
-                           : comms_[key.first];
-    for (size_t i = 0; i < key.second.size(); ++i) {
-      const auto& [object, offset] = key.second[i];
-      const bool leaf = i + 1 == key.second.size();
+                           ? model.events[task_events_[task]].name + ";" + comms_[task]
+                           : comms_[task];
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const auto& [object, offset] = frames[i];
+      const bool leaf = i + 1 == frames.size();
       line += ';';
       line += object != nullptr ? symbolizer.Symbolize(*Shown(object),
                                                        SymbolOffset(symbolizer, object, offset, leaf))
@@ -514,9 +552,12 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
     // perf's cumulative entries: each row whose key is somewhere in the
     // chain gets the sample's period once, however often the key recurs.
     std::vector<const Group*> seen;
-    for (const auto& [key, sums] : chains_) {
-      const uint32_t task = key.first;
-      const auto& frames = key.second;
+    // In (task, frames) order, as the std::map this table replaced was
+    // walked: which chain first names a row describes it (group_of).
+    for (const uint32_t id : chains_.Sorted()) {
+      const uint32_t task = chains_.task(id);
+      const std::span<const StackCounts::Frame> frames = chains_.frames(id);
+      const uint64_t period = chains_.period(id);
       const MappedObject* leaf = frames[0].first != nullptr ? Shown(frames[0].first) : nullptr;
       const Symbolizer::Symbol leaf_symbol = lookup(leaf, frames[0].second);
       if (!c.Matches(comms_[task], leaf, *leaf_symbol.name, leaf_symbol.status)) continue;
@@ -528,7 +569,7 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
                             lookup(object, SymbolOffset(symbolizer, frame_object, offset, i == 0)));
         if (std::find(seen.begin(), seen.end(), &g) != seen.end()) continue;
         seen.push_back(&g);
-        g.children_period += sums.period;
+        g.children_period += period;
       }
     }
   }

@@ -22,6 +22,7 @@
 #include "location_counts.h"
 #include "process_table.h"
 #include "record.h"
+#include "stack_counts.h"
 #include "report.h"
 #include "symbolizer.h"
 
@@ -98,9 +99,6 @@ class Profile {
     bool operator<(const Frame& o) const { return Key() < o.Key(); }
   };
   struct FrameSums {
-    uint64_t samples = 0, period = 0;
-  };
-  struct ChainSums {
     uint64_t samples = 0, period = 0;
   };
   struct KeptSample {
@@ -181,12 +179,20 @@ class Profile {
   // Per event: samples and the sum of their periods.
   std::vector<uint64_t> event_samples_, event_period_;
   LocationCounts flat_;
-  std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, uint64_t>
-      stacks_;
+  // With callchains: (task, (object, offset) outermost first) -> samples.
+  StackCounts stacks_;
   std::vector<MappingEntry> mappings_;
   // With --children: (task, (object, offset) leaf first) -> counts.
-  std::map<std::pair<uint32_t, std::vector<std::pair<const MappedObject*, uint64_t>>>, ChainSums>
-      chains_;
+  StackCounts chains_;
+  // (pid, task, sample's space, ip, call chain as recorded) -> the ids in
+  // stacks_ and chains_, valid while epoch_ is unchanged: every record
+  // other than a sample starts a new epoch.
+  ChainMemo memo_;
+  uint64_t epoch_ = 0;
+  // OnSample's per-sample lists, kept for their capacity.
+  std::vector<StackCounts::Frame> frames_scratch_, chain_scratch_;
+  std::vector<Frame> addressed_scratch_;
+  std::vector<uint64_t> ips_scratch_, memo_key_scratch_;
   std::vector<KeptSample> kept_;  // with `script`
   // With sample_frames: (comm, frames leaf first) -> counts.
   std::map<std::pair<uint32_t, std::vector<Frame>>, FrameSums> frame_stacks_;

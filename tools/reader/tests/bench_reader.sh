@@ -6,6 +6,10 @@
 #   BENCH_DIR    scratch directory (default build/reader-bench)
 #   BENCH_RECORDS  records in the replayed capture (default 10,000,000)
 #   BENCH_ROUNDS   report timings, each tool, alternating (default 3)
+#   BENCH_ONLY     "chains": only step 5 (make bench-reader-chains)
+#   BENCH_BASE_READER  another build's mmap3-reader (its directory has its
+#                  mmap3_reader_bench), e.g. main's: step 5 runs it too,
+#                  side by side, and compares the folded output
 #
 # 1. Replay: a perf.data file of BENCH_RECORDS records (mmap3_reader_bench
 #    synth: 64 processes mapping libc, libstdc++, ld.so and the bench
@@ -27,6 +31,13 @@
 #    meanwhile, lost records.  One page per CPU holds about 70 ms of
 #    samples, so a reader that stalled before or while reading them (it
 #    once read /proc/kallsyms there, 40 ms and more) loses records here.
+#
+# 5. Call chains: a perf.data file of BENCH_RECORDS records with perf
+#    record -g's chains (mmap3_reader_bench synth-g: depth 16, 10,000
+#    distinct chains over the same DSOs' functions, 64 processes) replayed
+#    as report -g aggregates it: decoding, ordering, attribution of every
+#    frame, stacks counted, in one thread: samples/s per core, best of 3;
+#    then `report -g --format folded` of it, wall and CPU time.
 #
 #   bench_reader.sh loss DIR   only step 3, into DIR; prints "samples
 #                              samples/s/CPU lost-records lost-samples
@@ -65,14 +76,7 @@ ROUNDS=${BENCH_ROUNDS:-3}
 mkdir -p "$B"
 data=$B/replay-$N.data
 cpus=$(nproc)
-
-if [ ! -s "$data" ] || [ "$BENCH" -nt "$data" ]; then
-	"$BENCH" synth "$data" "$N" 16 >&2
-fi
-
-echo "replay (decode, ordering, attribution; one thread) ..." >&2
-replay=$("$BENCH" replay "$data" 3 | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
-replay_copy=$("$BENCH" replay "$data" 3 copy | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
+cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 
 # secs CMD...: "wall cpu" seconds of one run, output to /dev/null
 secs() {
@@ -83,6 +87,63 @@ secs() {
 best() { # best of a list of numbers
 	tr ' ' '\n' | sort -g | head -n1
 }
+
+# Step 5; prints its table rows.  The capture is written by this build's
+# bench and read by both builds' (perf.data is the same format).
+chains() {
+	local gdata=$B/chains-$N.data base_bench= out rate cpu_rate base_rate= base_cpu= folded stacks w c bw= bc= same=
+	if [ ! -s "$gdata" ] || [ "$BENCH" -nt "$gdata" ]; then
+		"$BENCH" synth-g "$gdata" "$N" 16 10000 >&2
+	fi
+	if [ -n "${BENCH_BASE_READER:-}" ]; then
+		base_bench=$(dirname "$BENCH_BASE_READER")/mmap3_reader_bench
+		[ -x "$base_bench" ] || { echo "bench-reader: no $base_bench" >&2; return 1; }
+	fi
+	echo "call chains: replay with stacks aggregated (report -g), one thread ..." >&2
+	# "rate cpu_rate": M samples/s of wall time and of CPU time, best of 3
+	chain_rate() {
+		"$1" replay "$gdata" 3 g | tee /dev/stderr |
+			sed -n 's/^best: \([0-9.]*\) M samples.*; \([0-9.]*\) M samples\/s of CPU time.*/\1 \2/p'
+	}
+	read -r rate cpu_rate < <(chain_rate "$BENCH")
+	if [ -n "$base_bench" ]; then
+		echo "the same with $BENCH_BASE_READER's build ..." >&2
+		read -r base_rate base_cpu < <(chain_rate "$base_bench")
+	fi
+	folded=$B/chains-$N.folded
+	"$READER_BIN" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache" >"$folded"
+	stacks=$(wc -l <"$folded")
+	read -r w c < <(secs "$READER_BIN" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache")
+	if [ -n "$base_bench" ]; then
+		read -r bw bc < <(secs "$BENCH_BASE_READER" report -g --format folded -i "$gdata" \
+			--buildid-dir "$B/no-cache")
+		if "$BENCH_BASE_READER" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache" |
+			cmp -s - "$folded"; then same="the same output"; else same="**output differs**"; fi
+	fi
+	echo "| call stacks of $N records with \`-g\` chains, depth 16, 10,000 chains ($stacks folded stacks): decode, ordering, attribution of every frame, stacks counted, one core | **$rate M samples/s** ($cpu_rate M per CPU-second)${base_rate:+; before: $base_rate M samples/s ($base_cpu M per CPU-second)} | >= 15 M samples/s |"
+	echo "| \`mmap3-reader report -g --format folded\` of that file | $w s wall, $c s CPU${bw:+ (before: $bw s wall, $bc s CPU; $same)} | |"
+}
+if [ "${BENCH_ONLY:-}" = chains ]; then
+	rows=$(chains)
+	cat <<EOT
+
+$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $cpus CPUs ($cpu_model), load average $(cut -d' ' -f1-3 /proc/loadavg)${BENCH_BASE_READER:+; before: $BENCH_BASE_READER}
+
+| measurement | result | target |
+|---|---|---|
+$rows
+EOT
+	exit
+fi
+
+if [ ! -s "$data" ] || [ "$BENCH" -nt "$data" ]; then
+	"$BENCH" synth "$data" "$N" 16 >&2
+fi
+
+echo "replay (decode, ordering, attribution; one thread) ..." >&2
+replay=$("$BENCH" replay "$data" 3 | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
+replay_copy=$("$BENCH" replay "$data" 3 copy | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
+
 rw=() rc=() pw=() pc=()
 for ((i = 0; i < ROUNDS; i++)); do
 	echo "report round $((i + 1))/$ROUNDS ..." >&2
@@ -131,6 +192,8 @@ kill "${sleepers[@]}"
 wait "${sleepers[@]}" 2>/dev/null || true
 sleepers=()
 # "processes seconds drained lost" per run -> the table cell
+chain_rows=$(chains)
+
 startup_cell=$(printf '%s\n' "${startup[@]}" | awk '
 	{ p = $1; s = s sep $2; d = d sep $3; l = l sep $4; sep = ", " }
 	END { printf "%d processes; read in %s s; drained %s; **lost %s**", p, s, d, l }')
@@ -138,7 +201,7 @@ startup_cell=$(printf '%s\n' "${startup[@]}" | awk '
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a / b}'; }
 cat <<EOT
 
-$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $cpus CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), load average $(cut -d' ' -f1-3 /proc/loadavg)
+$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $cpus CPUs ($cpu_model), load average $(cut -d' ' -f1-3 /proc/loadavg)${BENCH_BASE_READER:+; before: $BENCH_BASE_READER}
 
 | measurement | result | target |
 |---|---|---|
@@ -154,4 +217,5 @@ if [ -n "${BZIMAGE:-}" ]; then
 fi
 cat <<EOT
 | \`record -a -F 1000 -m 1\` with 1,000 extra processes at startup, $cpus CPUs busy, 5 runs: processes, seconds reading their mappings, records drained meanwhile, lost records | $startup_cell | zero lost |
+$chain_rows
 EOT

@@ -610,6 +610,41 @@ TEST(ProfileTest, FoldedStacksRunFromOutermostToLeaf) {
   EXPECT_EQ(m.stacks[0].samples, 3u);
 }
 
+// A chain seen before is counted without being resolved again
+// (ChainMemo): only while nothing could have changed what it resolves to,
+// and only in the process it was seen in.
+TEST(ProfileTest, TheSameChainAfterAMappingChangeOrInAnotherProcessIsResolvedAgain) {
+  ProfileOptions o;
+  o.callchains = true;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  const uint64_t user = static_cast<uint64_t>(PERF_CONTEXT_USER);
+  const std::vector<uint64_t> chain = {user, kBase + 0x30, kBase + 0x21, kBase + 0x11};
+  p.Process(Comm(7, "app", 1));
+  p.Process(Comm(8, "app", 2));
+  p.Process(Mmap(7, "/x/lib.so", nullptr, 3));
+  // The same chain in another process of the same name, whose file is
+  // mapped 0x2000 lower: other offsets.
+  p.Process(Mmap(8, "/x/lib.so", nullptr, 4, kBase - 0x2000));
+  p.Process(Sample(7, kBase + 0x30, 5, chain));
+  p.Process(Sample(8, kBase + 0x30, 6, chain));
+  p.Process(Sample(7, kBase + 0x30, 7, chain));
+  // Another file over the first, 0x1000 lower: the same addresses are now
+  // other offsets in it.
+  p.Process(Mmap(7, "/x/other.so", nullptr, 8, kBase - 0x1000));
+  for (int i = 0; i < 3; ++i) p.Process(Sample(7, kBase + 0x30, 9 + i, chain));
+  SymbolSearch s;
+  s.debug_dir = "";
+  ReportModel m = ReportWith(p, s);
+  std::map<std::string, uint64_t> got;
+  for (const auto& st : m.stacks) got[st.folded] += st.samples;
+  const std::map<std::string, uint64_t> want = {
+      {"app;[unknown]+0x10;[unknown]+0x20;[unknown]+0x30", 2},
+      {"app;[unknown]+0x1010;[unknown]+0x1020;[unknown]+0x1030", 3},
+      {"app;[unknown]+0x2010;[unknown]+0x2020;[unknown]+0x2030", 1}};
+  EXPECT_EQ(got, want);
+}
+
 TEST(ProfileTest, OverheadIsTheShareOfThePeriod) {
   // A frequency-mode event: samples stand for different amounts of the
   // event.  perf's Overhead weights them by period; so do we.

@@ -13,16 +13,26 @@
 //                                       FINISHED_ROUND rounds, on at most
 //                                       IPS instructions per function (the
 //                                       hot ones; 0: any byte of it)
-//   mmap3_reader_bench replay FILE [REPEAT [copy]]
+//   mmap3_reader_bench synth-g FILE RECORDS DEPTH STACKS [DSO...]
+//                                       the same with call chains (perf
+//                                       record -g's layout: PERF_CONTEXT_USER,
+//                                       then DEPTH ips, the sample's first):
+//                                       STACKS distinct chains of functions of
+//                                       the DSOs, each of one process, each
+//                                       sample on one of them (skewed)
+//   mmap3_reader_bench replay FILE [REPEAT [copy|g|children]]
 //                                       replays FILE REPEAT times (default 3)
 //                                       and prints the best; records are views
 //                                       into the mapped file (as report does),
 //                                       or with "copy" copied into the sorter
-//                                       (as the live capture must)
+//                                       (as the live capture must); "g" also
+//                                       aggregates call stacks (report -g),
+//                                       "children" chains (--children)
 //
 // Prints records per second on one core.  A measurement aid, not a test.
 #include <climits>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -149,7 +159,10 @@ bool LoadDso(const std::string& path, Dso* out) {
   return !out->functions.empty();
 }
 
-int Synth(const std::string& file, size_t total, uint64_t ips, std::vector<std::string> paths) {
+// depth 0: no call chains; else `depth` frames per sample, on one of
+// `stacks` distinct chains.
+int Synth(const std::string& file, size_t total, uint64_t ips, std::vector<std::string> paths,
+          size_t depth = 0, size_t stacks = 0) {
   if (paths.empty()) {
     paths = {"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
              "/lib64/ld-linux-x86-64.so.2", "/proc/self/exe"};
@@ -171,6 +184,7 @@ int Synth(const std::string& file, size_t total, uint64_t ips, std::vector<std::
   attr.sample_freq = 10000;
   attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
                      PERF_SAMPLE_PERIOD;
+  if (depth > 0) attr.sample_type |= PERF_SAMPLE_CALLCHAIN;
   attr.sample_id_all = 1;
   attr.comm = attr.mmap = attr.mmap2 = attr.task = 1;
   const SampleFormat f{attr.sample_type, 0, true};
@@ -222,11 +236,24 @@ int Synth(const std::string& file, size_t total, uint64_t ips, std::vector<std::
   // so the report has a head and a long tail.
   std::mt19937_64 rng(42);
   std::uniform_real_distribution<double> u(0, 1);
+  // Call chains: per stack, `depth` (DSO, address relative to the DSO's
+  // base) pairs, leaf first; the leaf anywhere in its function, the
+  // callers return addresses (never a function's first byte).
+  std::vector<std::vector<std::pair<size_t, uint64_t>>> chains(stacks);
+  for (auto& chain : chains) {
+    for (size_t k = 0; k < depth; ++k) {
+      const size_t d = rng() % dsos.size();
+      const ElfSymbol& fn = dsos[d].functions[rng() % dsos[d].functions.size()];
+      const uint64_t in_fn = k == 0 ? rng() % fn.size : 1 + rng() % fn.size;
+      chain.emplace_back(d, fn.addr - dsos[d].text.vaddr / kPage * kPage + std::min(in_fn, fn.size - 1));
+    }
+  }
+  std::vector<uint64_t> callchain;
   const size_t batch = 512;
   while (written < total) {
     for (uint32_t cpu = 0; cpu < 2 && written < total; ++cpu) {
       for (size_t i = 0; i < batch && written < total; ++i) {
-        const uint32_t pid = 1000 + static_cast<uint32_t>(rng() % kProcesses);
+        uint32_t pid = 1000 + static_cast<uint32_t>(rng() % kProcesses);
         const size_t d = rng() % dsos.size();
         const Dso& dso = dsos[d];
         const double x = u(rng);
@@ -241,7 +268,19 @@ int Synth(const std::string& file, size_t total, uint64_t ips, std::vector<std::
         s.time = t + i * 2 + cpu;
         s.cpu = cpu;
         s.period = 100000;
-        add(EncodeSample(s, {}, f));
+        callchain.clear();
+        if (depth > 0) {
+          const double y = u(rng);
+          const size_t c = static_cast<size_t>(y * y * chains.size());
+          const auto& chain = chains[c];
+          // A chain is one program's: always sampled in the same process.
+          pid = 1000 + static_cast<uint32_t>(c % kProcesses);
+          s.pid = s.tid = pid;
+          callchain.push_back(PERF_CONTEXT_USER);
+          for (const auto& [cd, rel] : chain) callchain.push_back(base_of(pid, cd) + rel);
+          s.ip = callchain[1];
+        }
+        add(EncodeSample(s, callchain, f));
       }
     }
     t += batch * 2;
@@ -264,7 +303,9 @@ int Synth(const std::string& file, size_t total, uint64_t ips, std::vector<std::
 
 // copy: push copies into the sorter, as the live capture must (its ring
 // buffers are reused); otherwise views into the mapped file, as report does.
-int Replay(const std::string& file, int repeat, bool copy) {
+// g: with call stacks aggregated as report -g does; children: chains as
+// --children does.
+int Replay(const std::string& file, int repeat, bool copy, bool g, bool children) {
   auto r = PerfDataReader::Open(file);
   if (!r.ok()) {
     std::fprintf(stderr, "replay: %s\n", r.status().ToString().c_str());
@@ -275,14 +316,19 @@ int Replay(const std::string& file, int repeat, bool copy) {
   // Touch the file once so the timed passes do not measure page faults.
   uint64_t sum = 0;
   for (uint8_t b : r->data()) sum += b;
-  double best = 1e30;
+  double best = 1e30, best_cpu = 1e30;
   size_t records = 0;
+  uint64_t samples = 0;
   for (int i = 0; i < repeat; ++i) {
-    Profile profile({});
+    ProfileOptions options;
+    options.callchains = g;
+    options.controls.children = children;
+    Profile profile(std::move(options));
     profile.SetFormat(f);
     RecordSorter sorter;
     auto process = [&](Bytes rec) { profile.Process(rec); };
     records = 0;
+    const std::clock_t c0 = std::clock();
     const auto t0 = std::chrono::steady_clock::now();
     r->ForEachRecord([&](Bytes rec) {
       ++records;
@@ -299,13 +345,23 @@ int Replay(const std::string& file, int repeat, bool copy) {
     });
     sorter.Flush(process);
     const double secs = Seconds(t0);
+    // CPU time too: on a shared machine the wall time includes waiting.
+    const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+    best_cpu = std::min(best_cpu, cpu);
     PrintRate("replayed", records, profile, secs);
     if (profile.bad_records() != 0 || profile.unattributed() != 0) return 1;
     best = std::min(best, secs);
+    samples = profile.samples();
   }
-  std::printf("best: %.2f M records/s on one core (%zu records, %.3f s, %s)%s\n",
+  std::printf("best: %.2f M records/s on one core (%zu records, %.3f s, %s%s)%s\n",
               static_cast<double>(records) / best / 1e6, records, best,
-              copy ? "copied into the sorter" : "views into the file", sum == 1 ? " " : "");
+              copy ? "copied into the sorter" : "views into the file",
+              g ? ", call stacks aggregated" : children ? ", chains aggregated" : "",
+              sum == 1 ? " " : "");
+  if (g || children)
+    std::printf("best: %.2f M samples/s on one core (%llu samples; %.2f M samples/s of CPU time)\n",
+                static_cast<double>(samples) / best / 1e6, static_cast<unsigned long long>(samples),
+                static_cast<double>(samples) / best_cpu / 1e6);
   return 0;
 }
 
@@ -315,8 +371,14 @@ int main(int argc, char** argv) {
   if (argc >= 5 && std::strcmp(argv[1], "synth") == 0)
     return Synth(argv[2], std::strtoull(argv[3], nullptr, 10), std::strtoull(argv[4], nullptr, 10),
                  std::vector<std::string>(argv + 5, argv + argc));
-  if (argc >= 3 && std::strcmp(argv[1], "replay") == 0)
-    return Replay(argv[2], argc > 3 ? std::atoi(argv[3]) : 3,
-                  argc > 4 && std::strcmp(argv[4], "copy") == 0);
+  if (argc >= 6 && std::strcmp(argv[1], "synth-g") == 0)
+    return Synth(argv[2], std::strtoull(argv[3], nullptr, 10), 0,
+                 std::vector<std::string>(argv + 6, argv + argc), std::strtoull(argv[4], nullptr, 10),
+                 std::strtoull(argv[5], nullptr, 10));
+  if (argc >= 3 && std::strcmp(argv[1], "replay") == 0) {
+    const char* mode = argc > 4 ? argv[4] : "";
+    return Replay(argv[2], argc > 3 ? std::atoi(argv[3]) : 3, std::strcmp(mode, "copy") == 0,
+                  std::strcmp(mode, "g") == 0, std::strcmp(mode, "children") == 0);
+  }
   return InMemory(argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 10'000'000);
 }

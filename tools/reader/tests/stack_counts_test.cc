@@ -1,0 +1,136 @@
+#include "stack_counts.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace mmap3 {
+namespace {
+
+using Frame = StackCounts::Frame;
+using Key = std::pair<uint32_t, std::vector<Frame>>;
+struct Sums {
+  uint64_t samples = 0, period = 0;
+  bool operator==(const Sums&) const = default;
+};
+
+const auto* const kA = reinterpret_cast<const MappedObject*>(0x1000);
+const auto* const kB = reinterpret_cast<const MappedObject*>(0x2000);
+
+// Every stack in the table, each once, by value.
+std::map<Key, Sums> Collect(const StackCounts& counts) {
+  std::map<Key, Sums> out;
+  for (uint32_t id = 0; id < counts.size(); ++id) {
+    const auto frames = counts.frames(id);
+    Key key{counts.task(id), std::vector<Frame>(frames.begin(), frames.end())};
+    EXPECT_TRUE(out.emplace(key, Sums{counts.samples(id), counts.period(id)}).second)
+        << "stack listed twice (id " << id << ")";
+  }
+  return out;
+}
+
+// Every stack in one bucket with one full hash: only the comparison of
+// frames can tell them apart.
+uint64_t SameHash(uint32_t, std::span<const Frame>) { return 42; }
+
+// The stacks a wrong comparison would merge: an order swapped, a prefix,
+// a frame differing in its object only or its offset only, the empty
+// stack, and the same frames in another task.
+const std::vector<std::pair<uint32_t, std::vector<Frame>>>& Tricky() {
+  static const std::vector<std::pair<uint32_t, std::vector<Frame>>> stacks = {
+      {1, {{kA, 0x10}, {kB, 0x20}}},
+      {1, {{kB, 0x20}, {kA, 0x10}}},  // the same frames, the other order
+      {1, {{kA, 0x10}}},              // a prefix of the first
+      {1, {{kA, 0x10}, {kB, 0x20}, {kB, 0x20}}},  // the first, one frame longer
+      {1, {{kA, 0x10}, {kA, 0x20}}},  // the first, another object in the second frame
+      {1, {{kA, 0x10}, {kB, 0x24}}},  // the first, another offset in the second frame
+      {1, {{nullptr, 0x10}, {kB, 0x20}}},  // no object: an address in no mapping
+      {1, {}},                        // the empty stack
+      {2, {}},                        // the empty stack of another task
+      {2, {{kA, 0x10}, {kB, 0x20}}},  // the first stack, another task
+  };
+  return stacks;
+}
+
+void CheckTricky(StackCounts& counts) {
+  std::map<Key, Sums> want;
+  // Twice over, with the sample's number as its period: each must find
+  // its own stack the second time, not one of the others.
+  uint64_t period = 1;
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& [task, frames] : Tricky()) {
+      const uint32_t id = counts.Add(task, frames, period);
+      EXPECT_EQ(counts.task(id), task);
+      EXPECT_TRUE(std::equal(frames.begin(), frames.end(), counts.frames(id).begin(),
+                             counts.frames(id).end()))
+          << "Add returned another stack's id";
+      Sums& s = want[{task, frames}];
+      ++s.samples;
+      s.period += period++;
+    }
+  }
+  EXPECT_EQ(counts.size(), Tricky().size());
+  EXPECT_EQ(Collect(counts), want);
+}
+
+TEST(StackCounts, KeepsStacksThatShareABucketApart) {
+  StackCounts counts(&SameHash);
+  CheckTricky(counts);
+}
+
+TEST(StackCounts, KeepsStacksApartWithTheDefaultHash) {
+  StackCounts counts;
+  CheckTricky(counts);
+}
+
+TEST(StackCounts, ReturnsTheSameIdForTheSameStack) {
+  StackCounts counts;
+  const std::vector<Frame> stack = {{kA, 1}, {kA, 2}, {kB, 3}};
+  const uint32_t id = counts.Add(7, stack, 10);
+  const std::vector<Frame> copy = stack;  // equal frames at another address
+  EXPECT_EQ(counts.Add(7, copy, 5), id);
+  EXPECT_EQ(counts.samples(id), 2u);
+  EXPECT_EQ(counts.period(id), 15u);
+}
+
+TEST(StackCounts, AgreesWithAMapThroughGrowth) {
+  // Enough distinct stacks to grow the table several times (once with
+  // every stack in one bucket chain, which is slow, so fewer), stacks that
+  // differ in one frame or by a permutation, repeats.
+  for (const bool same_hash : {false, true}) {
+    SCOPED_TRACE(same_hash ? "one hash" : "default hash");
+    std::mt19937_64 rng(11);
+    StackCounts counts(same_hash ? &SameHash : nullptr);
+    std::map<Key, Sums> want;
+    const int samples = same_hash ? 3000 : 200000;
+    for (int i = 0; i < samples; ++i) {
+      const uint32_t task = static_cast<uint32_t>(rng() % 3);
+      std::vector<Frame> frames(rng() % 5);
+      for (Frame& f : frames)
+        f = {reinterpret_cast<const MappedObject*>((rng() % 3) * 64), rng() % 8};
+      const uint64_t period = 1 + rng() % 1000;
+      counts.Add(task, frames, period);
+      Sums& s = want[{task, frames}];
+      ++s.samples;
+      s.period += period;
+    }
+    EXPECT_EQ(counts.size(), want.size());
+    EXPECT_EQ(Collect(counts), want);
+  }
+}
+
+TEST(StackCounts, SortedIsTheOrderOfAMapByTaskAndFrames) {
+  StackCounts counts;
+  std::map<Key, uint32_t> by_key;
+  for (const auto& [task, frames] : Tricky()) by_key[{task, frames}] = counts.Add(task, frames, 1);
+  std::vector<uint32_t> want;
+  for (const auto& [key, id] : by_key) want.push_back(id);
+  EXPECT_EQ(counts.Sorted(), want);
+}
+
+}  // namespace
+}  // namespace mmap3
