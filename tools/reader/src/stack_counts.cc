@@ -20,6 +20,21 @@ inline uint64_t Finish(uint64_t h) {
   return h ^ (h >> 33);
 }
 
+// Rebuilds an open-addressing index of 1-based ids into `items` (each with a
+// .hash), at least twice as large as one more item needs.
+template <typename Items>
+void Reindex(std::vector<uint32_t>& slots, const Items& items) {
+  size_t capacity = slots.empty() ? 1024 : slots.size() * 2;
+  while ((items.size() + 1) * 2 > capacity) capacity *= 2;
+  slots.assign(capacity, 0);
+  const size_t mask = capacity - 1;
+  for (uint32_t id = 0; id < items.size(); ++id) {
+    size_t i = items[id].hash & mask;
+    while (slots[i] != 0) i = (i + 1) & mask;
+    slots[i] = id + 1;
+  }
+}
+
 }  // namespace
 
 uint64_t StackCounts::DefaultHash(uint32_t task, std::span<const Frame> frames) {
@@ -33,17 +48,7 @@ uint64_t StackCounts::DefaultHash(uint32_t task, std::span<const Frame> frames) 
   return Finish(h);
 }
 
-void StackCounts::Grow() {
-  size_t capacity = slots_.empty() ? 1024 : slots_.size() * 2;
-  while ((stacks_.size() + 1) * 2 > capacity) capacity *= 2;
-  slots_.assign(capacity, 0);
-  const size_t mask = capacity - 1;
-  for (uint32_t id = 0; id < stacks_.size(); ++id) {
-    size_t i = stacks_[id].hash & mask;
-    while (slots_[i] != 0) i = (i + 1) & mask;
-    slots_[i] = id + 1;
-  }
-}
+void StackCounts::Grow() { Reindex(slots_, stacks_); }
 
 std::vector<uint32_t> StackCounts::Sorted() const {
   std::vector<uint32_t> ids(stacks_.size());
@@ -82,16 +87,6 @@ ChainMemo::Ids* ChainMemo::Lookup(std::span<const uint64_t> key, uint64_t epoch,
   }
 }
 
-void ChainMemo::Grow() {
-  size_t capacity = slots_.empty() ? 1024 : slots_.size() * 2;
-  while ((entries_.size() + 1) * 2 > capacity) capacity *= 2;
-  slots_.assign(capacity, 0);
-  const size_t mask = capacity - 1;
-  for (uint32_t id = 0; id < entries_.size(); ++id) {
-    size_t i = entries_[id].hash & mask;
-    while (slots_[i] != 0) i = (i + 1) & mask;
-    slots_[i] = id + 1;
-  }
-}
+void ChainMemo::Grow() { Reindex(slots_, entries_); }
 
 }  // namespace mmap3
