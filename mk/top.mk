@@ -30,8 +30,9 @@ check-series: $(BZIMAGE)
 	@$(TOP)/scripts/kernel/check-series $(KSRC)
 
 # The demo: the replace-during-profile scenario under mmap3-reader in the
-# patched guest next to stock perf in the stock guest (scripts/demo/run),
-# then the same scenario through the kernel's records alone (mmap3-demo).
+# patched guest, stock perf in the stock guest and the series' perf
+# (make perf) in the patched guest (scripts/demo/run), then the same
+# scenario through the kernel's records alone (mmap3-demo).
 DEMO_BIN := $(BUILD)/demo/mmap3-demo
 
 $(DEMO_BIN): $(TOP)/tools/demo/mmap3_demo.c $(SELFTEST_SRCS) $(SELFTEST_HDRS)
@@ -42,8 +43,9 @@ demo: deps
 	@$(MAKE) -s $(DEMO_BIN) $(SELFTEST_DIR)/fixtures/cold.elf $(BZIMAGE) \
 		$(KSTOCK_BZIMAGE) $(VM_INITRAMFS)
 	@$(MAKE) -s reader >/dev/null
+	@$(MAKE) -s perf >/dev/null
 	@echo "##### A library replaced while it is being profiled"
-	@READER_BIN=$(READER_BIN) $(TOP)/scripts/demo/run
+	@READER_BIN=$(READER_BIN) PERF_BIN=$(PERF_BIN) $(TOP)/scripts/demo/run
 	@echo; echo "##### The kernel's records for the same scenario (tools/demo/mmap3-demo)"
 	@echo "=== patched 6.1.192: PERF_RECORD_MMAP3"
 	@$(VM_RUN) --kernel $(BZIMAGE) -- $(DEMO_BIN) $(SELFTEST_DIR)/fixtures/cold.elf; \
