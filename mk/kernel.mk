@@ -20,6 +20,7 @@
 
 KERNEL_TARBALL ?= /usr/src/linux-source-6.1.tar.xz
 KERNEL_FRAGMENT := $(TOP)/kernel/config.fragment
+KERNEL_SERIES_FRAGMENT := $(TOP)/kernel/config-series.fragment
 KERNEL_DEBUG_FRAGMENT := $(TOP)/kernel/config-debug.fragment
 
 KSRC           := $(BUILD)/kernel/src
@@ -61,8 +62,9 @@ kernel-source:
 
 # Re-check that the fragment's options are what .config has.
 kernel-config:
-	@$(TOP)/scripts/kernel/check-config $(KOBJ)/.config $(KERNEL_FRAGMENT) && \
-		echo "kernel-config: every option in kernel/config.fragment is set in $(KOBJ)/.config"
+	@$(TOP)/scripts/kernel/check-config $(KOBJ)/.config $(KERNEL_FRAGMENT) \
+		$(KERNEL_SERIES_FRAGMENT) && \
+		echo "kernel-config: every option in kernel/config{,-series}.fragment is set in $(KOBJ)/.config"
 
 kernel-clean:
 	rm -rf $(BUILD)/kernel

@@ -1,12 +1,19 @@
 # Kernel-side tests: the kselftest-harness selftests (selftests/), the KUnit
-# module (Kbuild, module/) and the uapi agreement check, all built against
-# the patched tree, and the run of all of them inside the patched guest.
+# suite (kunit/) and the uapi agreement check, all built against the patched
+# tree, and the run of all of them inside the patched guest.  The series puts
+# the selftests and the KUnit suite into the kernel tree
+# (tools/testing/selftests/perf_events, lib/buildid_kunit.c): the project's
+# files are their one source, copied there by scripts/kernel/in-tree-tests.
 #
 #   make selftests    build/selftests: mmap3_test, its DSO, fixtures and
-#                     fuse_backing (the FUSE daemon some tests mount)
-#   make module       build/module: mmap3_kunit.ko
+#                     fuse_backing (the FUSE daemon some tests mount), built
+#                     against uapi/ (what the host and the debug lane run)
+#   make intree-tests the series' copies are the project's files, and the
+#                     kselftest Makefile of the patched tree builds them
+#                     against its own headers: build/intree-selftests
 #   make uapi-check   uapi/linux/perf_event_mmap3.h agrees with the series
-#   make vm-test      boot the patched kernel, run all of the above, TAP out
+#   make vm-test      boot the patched kernel, run the in-tree build of the
+#                     selftests and report the KUnit suite it ran at boot
 #
 # The reliability gates, on the debug kernel (make kernel-debug: lockdep,
 # KASAN, kmemleak, DEBUG_VM, DEBUG_LIST, DEBUG_ATOMIC_SLEEP); each fails on
@@ -22,12 +29,10 @@
 
 SELFTEST_DIR := $(BUILD)/selftests
 SELFTEST_BIN := $(SELFTEST_DIR)/mmap3_test
-MODULE_DIR   := $(BUILD)/module
-MODULE_KO    := $(MODULE_DIR)/module/mmap3_kunit.ko
-MODULE_DEBUG_DIR := $(BUILD)/module-debug
-MODULE_DEBUG_KO  := $(MODULE_DEBUG_DIR)/module/mmap3_kunit.ko
+INTREE_SELFTEST_DIR := $(BUILD)/intree-selftests
 WATCH_BIN    := $(SELFTEST_DIR)/mmap3_watch
-HARNESS_DIR  := $(KSRC)/tools/testing/selftests
+# (the sources include "../kselftest_harness.h", as they do in the tree)
+HARNESS_DIR  := $(KSRC)/tools/testing/selftests/perf_events
 
 SELFTEST_CFLAGS := -O2 -g -Wall -Wextra -Wno-sign-compare -Wno-unused-parameter \
 	-Wno-missing-field-initializers -Wno-format-truncation \
@@ -35,7 +40,7 @@ SELFTEST_CFLAGS := -O2 -g -Wall -Wextra -Wno-sign-compare -Wno-unused-parameter 
 SELFTEST_SRCS := $(TOP)/selftests/mmap3_util.c
 SELFTEST_HDRS := $(TOP)/selftests/mmap3_util.h $(TOP)/uapi/linux/perf_event_mmap3.h
 
-.PHONY: selftests module module-debug uapi-check vm-test vm-test-debug vm-trinity \
+.PHONY: selftests intree-tests uapi-check vm-test vm-test-debug vm-trinity \
 	vm-test-debug-selfcheck
 
 selftests: $(SELFTEST_BIN) $(SELFTEST_DIR)/libmmap3_dso.so $(SELFTEST_DIR)/fixtures/cold.elf \
@@ -66,30 +71,18 @@ $(SELFTEST_DIR)/fuse_backing: $(TOP)/selftests/fuse_backing.c
 	$(CC) $(SELFTEST_CFLAGS) $$(pkg-config --cflags fuse3) -o $@ $< \
 		$$(pkg-config --libs fuse3)
 
-$(SELFTEST_DIR)/libmmap3_dso.so: $(TOP)/selftests/dso.c
+$(SELFTEST_DIR)/libmmap3_dso.so: $(TOP)/selftests/mmap3_dso.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -shared -fPIC -Wl,--build-id=sha1 -o $@ $<
 
-# Kbuild writes its objects next to the sources, so the module is built in
-# a directory of symlinks to the real Kbuild files and sources:
-# $(call _module_rule,KO,DIR,KERNEL-OBJ,BZIMAGE)
-define _module_rule
-$(1): $(TOP)/Kbuild $(TOP)/module/Kbuild $(TOP)/module/mmap3_kunit.c $(4)
-	@mkdir -p $(2)/module
-	@ln -sf $(TOP)/Kbuild $(2)/Kbuild
-	@ln -sf $(TOP)/module/Kbuild $(2)/module/Kbuild
-	@ln -sf $(TOP)/module/mmap3_kunit.c $(2)/module/mmap3_kunit.c
-	$$(MAKE) -s -C $(3) M=$(2) modules
-endef
-
-# build/module, against the patched kernel
-module: $(MODULE_KO)
-$(eval $(call _module_rule,$(MODULE_KO),$(MODULE_DIR),$(KOBJ),$(BZIMAGE)))
-
-# The same module built against the debug kernel (KASAN-instrumented, and
-# its vermagic), in build/module-debug.
-module-debug: $(MODULE_DEBUG_KO)
-$(eval $(call _module_rule,$(MODULE_DEBUG_KO),$(MODULE_DEBUG_DIR),$(KDEBUG_OBJ),$(KDEBUG_BZIMAGE)))
+# The copies in the patched tree must be the project's files (a failure
+# names the file and says how to regenerate the series), and the tree's own
+# kselftest Makefile must build them, with the tree's headers.
+intree-tests: $(BZIMAGE)
+	$(TOP)/scripts/kernel/in-tree-tests --check $(KSRC)
+	@mkdir -p $(INTREE_SELFTEST_DIR)
+	$(MAKE) -s -C $(KSRC)/tools/testing/selftests/perf_events \
+		OUTPUT=$(INTREE_SELFTEST_DIR) KHDR_INCLUDES="-isystem $(KHDR)"
 
 uapi-check: $(BUILD)/uapi/uapi_check
 	$<
@@ -99,8 +92,9 @@ $(BUILD)/uapi/uapi_check: $(TOP)/uapi/uapi_check.c $(TOP)/uapi/linux/perf_event_
 	$(CC) -Wall -Werror -I$(KHDR) -I$(TOP)/uapi -o $@ $<
 
 # Everything the guest runs, then one boot that runs it all.
-vm-test: selftests module uapi-check $(VM_INITRAMFS)
-	$(VM_RUN) --kernel $(BZIMAGE) -- $(TOP)/scripts/test/guest-tests $(BUILD)
+vm-test: intree-tests uapi-check $(VM_INITRAMFS)
+	$(VM_RUN) --kernel $(BZIMAGE) -- $(TOP)/scripts/test/guest-tests $(BUILD) \
+		--selftests $(INTREE_SELFTEST_DIR)
 
 # The reliability gates (see the top of this file).  The guest timeouts
 # bound a hung guest, not the tests' own pace.
@@ -108,10 +102,10 @@ VM_TEST_DEBUG_SCALE   ?= 4
 VM_TEST_DEBUG_TIMEOUT ?= 3600
 TRINITY_SECONDS       ?= 180
 
-vm-test-debug: selftests module-debug $(KDEBUG_BZIMAGE) $(VM_INITRAMFS)
+vm-test-debug: selftests $(KDEBUG_BZIMAGE) $(VM_INITRAMFS)
 	@$(TOP)/scripts/test/vm-debug-run vm-test-debug $(VM_TEST_DEBUG_TIMEOUT) \
 		env MMAP3_TEST_TIMEOUT_SCALE=$(VM_TEST_DEBUG_SCALE) \
-		$(TOP)/scripts/test/guest-tests $(BUILD) --kobj $(KDEBUG_OBJ) --module $(MODULE_DEBUG_KO)
+		$(TOP)/scripts/test/guest-tests $(BUILD) --kobj $(KDEBUG_OBJ)
 
 vm-trinity: selftests $(KDEBUG_BZIMAGE) $(VM_INITRAMFS)
 	@$(TOP)/scripts/test/vm-debug-run vm-trinity $$(($(TRINITY_SECONDS) + 900)) \

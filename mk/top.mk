@@ -13,7 +13,7 @@ help:
 	@echo "make test          all tests (unit, kernel build, VM); ends 'N passed, N failed'"
 	@echo "make kernel        patched Linux 6.1.192 under build/kernel"
 	@echo "make vm-run CMD=.. run a command in the patched guest"
-	@echo "make vm-test       selftests and KUnit in the patched guest"
+	@echo "make vm-test       selftests (the in-tree copy) and KUnit in the patched guest"
 	@echo "make reader        build/reader/mmap3-reader"
 	@echo "make perf          build/perf/perf: perf of the patched tree (reads MMAP3)"
 	@echo "make perf-test     that perf on an MMAP3 capture of the replace scenario"

@@ -270,9 +270,10 @@ static const struct fuse_lowlevel_ops ops = {
 	.release	= bk_release,
 };
 
-static int usage(void)
+static int bad_usage(void)
 {
-	fprintf(stderr, "usage: fuse_backing [--log] [--sync-read] [--hang NAME] BACKING_DIR MOUNTPOINT\n");
+	fputs("usage: fuse_backing [--log] [--sync-read] [--hang NAME] BACKING_DIR MOUNTPOINT\n",
+	      stderr);
 	return 1;
 }
 
@@ -293,10 +294,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[argi], "--hang") && argi + 1 < argc)
 			hang_name = argv[++argi];
 		else
-			return usage();
+			return bad_usage();
 	}
 	if (argc - argi != 2)
-		return usage();
+		return bad_usage();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);	/* a test that stopped listening */
 

@@ -134,7 +134,7 @@ static void write_corpus(void)
 	}
 	/* Malformations, in both classes */
 	for (c = 0; c < 2; c++)
-		for (i = 0; i < sizeof(damage) / sizeof(damage[0]); i++) {
+		for (i = 0; i < ARRAY_SIZE(damage); i++) {
 			snprintf(name, sizeof(name), "elf%s-damage%u",
 				 c ? "32" : "64", i);
 			add_spec(name, (struct elf_spec){ .elf32 = c,

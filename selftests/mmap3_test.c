@@ -31,7 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kselftest_harness.h"
+#include "../kselftest_harness.h"
 #include "mmap3_util.h"
 
 #define RING_PAGES	256
@@ -304,11 +304,10 @@ static void expect_build_id(struct __test_metadata *_metadata,
 	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for %s", path);
 	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
 	ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
-	if (spec) {
+	if (spec)
 		elf_spec_build_id(spec, want, &want_len);
-	} else {
-		ASSERT_EQ(1, file_build_id(path, want, &want_len));
-	}
+	ASSERT_TRUE(spec || file_build_id(path, want, &want_len) == 1)
+		TH_LOG("libelf finds no build ID in %s", path);
 	ASSERT_EQ(want_len, m->build_id_size);
 	ASSERT_EQ(0, memcmp(want, m->build_id, want_len))
 		TH_LOG("record %s, want %s", hex(m->build_id, m->build_id_size, h1),
@@ -478,7 +477,7 @@ TEST_F(mmap3, cold_page_cache_reports_build_id)
 	n = cached_pages(path, true);
 	ASSERT_LE(0, n) TH_LOG("%s: cannot tell which of its pages are cached", path);
 	if (n)
-		SKIP(return, "%d pages of %s stay cached", n, path);
+		SKIP(return, "%d pages of %.900s stay cached", n, path);
 
 	/* For contrast: stock MMAP2 + build_id on the same mapping */
 	ASSERT_EQ(0, mmap3_open(&stock, 0, -1, EV_MMAP | EV_MMAP2 | EV_BUILD_ID,
@@ -523,7 +522,7 @@ TEST_F(mmap3, build_id_sizes_reported_exactly)
 	unsigned int i;
 
 	REQUIRE_MMAP3();
-	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
 		struct elf_spec spec = { .id_len = sizes[i], .id_seed = 0x40 + i };
 		char name[32];
 
@@ -659,7 +658,7 @@ TEST_F(mmap3, work_limits_never_call_a_valid_file_malformed)
 	REQUIRE_MMAP3();
 	for (j = 0; j < sizeof(id); j++)
 		id[j] = 0xa0 + j;
-	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(files); i++) {
 		snprintf(path, sizeof(path), "%s/laborious-%u-%u.so", self->dir,
 			 files[i].segments, files[i].notes);
 		ASSERT_EQ(0, write_laborious_elf(path, files[i].segments,
@@ -694,7 +693,7 @@ TEST_F(mmap3, malicious_elf_says_malformed)
 	unsigned int i;
 
 	REQUIRE_MMAP3();
-	for (i = 0; i < sizeof(damage) / sizeof(damage[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(damage); i++) {
 		struct elf_spec spec = { .id_len = 20, .damage = damage[i] };
 		char path[PATH_MAX];
 
@@ -1038,15 +1037,16 @@ static bool start_fuse(struct __test_metadata *_metadata,
 	char daemon[PATH_MAX];
 	const char *problem;
 
-	if (access("/dev/fuse", R_OK | W_OK)) {
+	if (access("/dev/fuse", R_OK | W_OK))
 		SKIP(return false, "no FUSE here (/dev/fuse: %s)", strerror(errno));
-	}
 	snprintf(backing, PATH_MAX, "%s/backing", self->dir);
 	snprintf(mnt, PATH_MAX, "%s/mnt", self->dir);
 	snprintf(daemon, sizeof(daemon), "%s/fuse_backing", exe_dir());
-	if (mkdir(backing, 0755) || mkdir(mnt, 0755)) {
-		ASSERT_TRUE(false) TH_LOG("mkdir: %s", strerror(errno));
-	}
+	if (access(daemon, X_OK))
+		SKIP(return false, "no %.900s (built only with libfuse3): %s",
+		     daemon, strerror(errno));
+	ASSERT_EQ(0, mkdir(backing, 0755) || mkdir(mnt, 0755))
+		TH_LOG("mkdir: %s", strerror(errno));
 	problem = fuse_backing_start(&self->fuse, daemon, backing, mnt, hang, flags,
 				     60 * 1000);
 	ASSERT_EQ(NULL, problem) TH_LOG("%s", problem);
@@ -1419,7 +1419,7 @@ TEST_F_TIMEOUT(mmap3, capture_only_for_tasks_an_mmap3_event_sees, 300)
 	n = cached_pages(path, true);
 	ASSERT_LE(0, n) TH_LOG("%s: cannot tell which of its pages are cached", path);
 	if (n)
-		SKIP(return, "%d pages of %s stay cached", n, path);
+		SKIP(return, "%d pages of %.900s stay cached", n, path);
 
 	q = fork();
 	ASSERT_GE(q, 0);
@@ -1439,12 +1439,16 @@ TEST_F_TIMEOUT(mmap3, capture_only_for_tasks_an_mmap3_event_sees, 300)
 /* IN_ACCESS events in @fd's queue, for @wd1 and @wd2 (-1: none) */
 static void count_access(int fd, int wd1, int *n1, int wd2, int *n2)
 {
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	union {
+		struct inotify_event first;	/* for its alignment */
+		char buf[4096];
+	} u;
+	char *buf = u.buf;
 	ssize_t len;
 	char *p;
 
 	*n1 = *n2 = 0;
-	while ((len = read(fd, buf, sizeof(buf))) > 0) {
+	while ((len = read(fd, buf, sizeof(u.buf))) > 0) {
 		for (p = buf; p < buf + len;
 		     p += sizeof(struct inotify_event) + ((struct inotify_event *)p)->len) {
 			const struct inotify_event *e = (const void *)p;
@@ -1551,7 +1555,8 @@ TEST_F(mmap3, overlay_capture_does_not_read_the_file)
 	/* ... the lower file directly */
 	ASSERT_EQ(1, file_build_id(lowerlib, id, &id_len));
 	count_access(fd, wd_ovl, &n_ovl, wd_low, &n_other);
-	ASSERT_LT(0, n_other) TH_LOG("inotify saw no read() of %s: the test proves nothing", lowerlib);
+	ASSERT_LT(0, n_other)
+		TH_LOG("inotify saw no read() of %s: the test proves nothing", lowerlib);
 	ASSERT_EQ(0, stat(lowerlib, &after));
 	ASSERT_FALSE(same_time(&before.st_atim, &after.st_atim))
 		TH_LOG("read() of %s left its atime: the test proves nothing", lowerlib);
@@ -1575,7 +1580,8 @@ TEST_F(mmap3, overlay_capture_does_not_read_the_file)
 	ASSERT_EQ(1, file_build_id(upperlib, id, &id_len));
 	count_access(fd, wd_ovl, &n_ovl, wd_up, &n_other);
 	ASSERT_LT(0, n_ovl) TH_LOG("inotify saw no read() of %s: the test proves nothing", path);
-	ASSERT_LT(0, n_other) TH_LOG("inotify saw no read() of %s: the test proves nothing", upperlib);
+	ASSERT_LT(0, n_other)
+		TH_LOG("inotify saw no read() of %s: the test proves nothing", upperlib);
 	close(fd);
 }
 
@@ -1602,9 +1608,7 @@ map_overlay_on_fuse(struct __test_metadata *_metadata, FIXTURE_DATA(mmap3) *self
 {
 	void *p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
 
-	if (p == MAP_FAILED) {
-		ASSERT_TRUE(false) TH_LOG("mmap %s: %s", path, strerror(errno));
-	}
+	ASSERT_NE(MAP_FAILED, p) TH_LOG("mmap %s: %s", path, strerror(errno));
 	*getattrs = fuse_getattrs(&self->fuse, getpid());
 	mmap3_collect(&self->ev, &self->recs);
 	munmap(p, 4096);
@@ -2037,9 +2041,20 @@ static long resident_pages(void)
 #define RACE_POPULATE	(512UL << 20)
 #define RACE_DESC_OFF	0x210	/* the build ID's bytes in an elf_spec file */
 
+/* Flags in a page shared with a forked writer, which both sides poll */
 struct race_shared {
-	volatile int populating, mapper_tid, writer_ready, mapping, wrote;
+	int populating, mapper_tid, writer_ready, mapping, wrote;
 };
+
+static int race_get(int *flag)
+{
+	return __atomic_load_n(flag, __ATOMIC_SEQ_CST);
+}
+
+static void race_set(int *flag, int v)
+{
+	__atomic_store_n(flag, v, __ATOMIC_SEQ_CST);
+}
 
 static struct race_shared *race;
 static char *race_area;
@@ -2047,9 +2062,9 @@ static char *race_area;
 /* Holds this process's mmap_lock for reading while it populates */
 static void *race_populate(void *arg)
 {
-	race->populating = 1;
+	race_set(&race->populating, 1);
 	madvise(race_area, RACE_POPULATE, 23 /* MADV_POPULATE_WRITE */);
-	race->populating = 2;
+	race_set(&race->populating, 2);
 	return NULL;
 }
 
@@ -2098,39 +2113,39 @@ TEST_F_TIMEOUT(mmap3, write_through_shared_mapping_before_the_record, 300)
 			_exit(1);
 		/* Dirty the page table entry now, with the same bytes */
 		memcpy(wm + RACE_DESC_OFF, id1, 20);
-		race->writer_ready = 1;
+		race_set(&race->writer_ready, 1);
 		/* Until the mapping thread sleeps in mmap() (bounded) */
 		for (tries = 0; tries < 6000000; tries++) {
-			if (race->mapping && race->populating == 1 &&
-			    thread_state(me, race->mapper_tid) == 'D') {
+			if (race_get(&race->mapping) && race_get(&race->populating) == 1 &&
+			    thread_state(me, race_get(&race->mapper_tid)) == 'D') {
 				hit = 1;
 				break;
 			}
-			if (race->populating == 2)
+			if (race_get(&race->populating) == 2)
 				break;	/* the window closed */
 			sched_yield();
 		}
 		memcpy(wm + RACE_DESC_OFF, id2, 20);
-		race->wrote = 1;
+		race_set(&race->wrote, 1);
 		_exit(hit ? 0 : 3);
 	}
-	for (i = 0; !race->writer_ready && i < 600000; i++)
+	for (i = 0; !race_get(&race->writer_ready) && i < 600000; i++)
 		usleep(100);
-	ASSERT_EQ(1, race->writer_ready) TH_LOG("the writer never got ready");
+	ASSERT_EQ(1, race_get(&race->writer_ready)) TH_LOG("the writer never got ready");
 
 	race_area = mmap(NULL, RACE_POPULATE, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, race_area);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	ASSERT_LE(0, fd);
-	race->mapper_tid = syscall(SYS_gettid);
+	race_set(&race->mapper_tid, syscall(SYS_gettid));
 	base = resident_pages();
 	ASSERT_EQ(0, pthread_create(&populator, NULL, race_populate, NULL));
 	/* Populating, so holding mmap_lock: 16 MB of it are in (bounded) */
 	for (i = 0; resident_pages() < base + 4096 && i < 3000000; i++)
 		sched_yield();
 	ASSERT_LE(base + 4096, resident_pages()) TH_LOG("the populate never started");
-	race->mapping = 1;
+	race_set(&race->mapping, 1);
 	map = mmap(NULL, 8192, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
 	ASSERT_NE(MAP_FAILED, map);
 	memcpy(seen, map + RACE_DESC_OFF, 20);	/* what the mapping maps */
@@ -2348,7 +2363,7 @@ TEST_F_TIMEOUT(mmap3, mapping_made_under_mmap_lock_reads_only_the_page_cache, 30
 	ASSERT_LE(0, n) TH_LOG("%s: cannot tell which of its pages are cached", cold);
 	if (n) {
 		munmap(base, files * 4096);
-		SKIP(return, "%d pages of %s stay cached", n, cold);
+		SKIP(return, "%d pages of %.900s stay cached", n, cold);
 	}
 	mmap3_collect(&self->ev, &self->recs);
 	rec_list_free(&self->recs);
@@ -2522,8 +2537,8 @@ TEST_F(mmap3, threads_replacing_files_records_well_formed)
 			if (strcmp(m->filename, threads[i].path))
 				continue;
 			b = (unsigned char)(m->build_id[0] - stress_seed(i, 0));
-			ASSERT_LT(b, STRESS_VERSIONS) TH_LOG("%s: %s", m->filename,
-							      hex(m->build_id, 20, h));
+			ASSERT_LT(b, STRESS_VERSIONS)
+				TH_LOG("%s: %s", m->filename, hex(m->build_id, 20, h));
 			threads[i].seen[b]++;
 		}
 	}
@@ -2572,7 +2587,8 @@ int main(int argc, char **argv)
 		for (f = __fixture_list; f; f = f->next)
 			for (t = f->tests; t; t = t->next)
 				t->timeout *= scale;
-		fprintf(stderr, "# test timeouts scaled by %ld (MMAP3_TEST_TIMEOUT_SCALE)\n", scale);
+		fprintf(stderr, "# test timeouts scaled by %ld (MMAP3_TEST_TIMEOUT_SCALE)\n",
+			scale);
 	}
 	return harness_main(argc, argv);
 }

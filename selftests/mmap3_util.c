@@ -270,9 +270,10 @@ const char *mmap3_record_problem(const struct perf_event_header *hdr,
 		return "unknown status";
 	if (m->build_id_size > PERF_MMAP3_BUILD_ID_MAX)
 		return "build ID too long";
-	if ((m->build_id_status == PERF_MMAP3_BUILD_ID_FOUND) !=
-	    (m->build_id_size > 0))
-		return "size and status disagree";
+	if (m->build_id_status == PERF_MMAP3_BUILD_ID_FOUND && !m->build_id_size)
+		return "FOUND without a build ID";
+	if (m->build_id_status != PERF_MMAP3_BUILD_ID_FOUND && m->build_id_size)
+		return "a build ID without FOUND";
 	for (i = m->build_id_size; i < PERF_MMAP3_BUILD_ID_MAX; i++)
 		if (m->build_id[i])
 			return "build ID padding not zero";
@@ -378,7 +379,8 @@ static unsigned char *elf_build(const struct elf_spec *spec, size_t *out_size)
 			.p_vaddr = FIX_VADDR + note_off, .p_filesz = note_len,
 			.p_memsz = note_len, .p_flags = PF_R, .p_align = align };
 		if (spec->second_segment) {
-			ph[1].p_filesz = ph[1].p_memsz = seg_len;
+			ph[1].p_filesz = seg_len;
+			ph[1].p_memsz = seg_len;
 			ph[2] = (Elf32_Phdr){ .p_type = PT_NOTE,
 				.p_offset = spec->damage == ELF_NOTE_PAST_EOF ?
 					    note_pos : id_off,
@@ -409,7 +411,8 @@ static unsigned char *elf_build(const struct elf_spec *spec, size_t *out_size)
 			.p_vaddr = FIX_VADDR + note_off, .p_filesz = note_len,
 			.p_memsz = note_len, .p_flags = PF_R, .p_align = align };
 		if (spec->second_segment) {
-			ph[1].p_filesz = ph[1].p_memsz = seg_len;
+			ph[1].p_filesz = seg_len;
+			ph[1].p_memsz = seg_len;
 			ph[2] = (Elf64_Phdr){ .p_type = PT_NOTE,
 				.p_offset = spec->damage == ELF_NOTE_PAST_EOF ?
 					    note_pos : id_off,

@@ -15,6 +15,10 @@
 #include <sys/types.h>
 #include <linux/perf_event_mmap3.h>
 
+#ifndef ARRAY_SIZE
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#endif
+
 /* What an event asks for */
 enum {
 	EV_MMAP3	= 1 << 0,

@@ -11,7 +11,6 @@
 #include <kunit/test.h>
 #include <linux/buildid.h>
 #include <linux/elf.h>
-#include <linux/module.h>
 #include <linux/prandom.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -509,7 +508,7 @@ static void random_corruption_is_safe(struct kunit *test)
 	KUNIT_EXPECT_GT(test, found, 0U);
 }
 
-static struct kunit_case mmap3_buildid_cases[] = {
+static struct kunit_case buildid_test_cases[] = {
 	KUNIT_CASE(elf64_sha1_build_id_found),
 	KUNIT_CASE(elf64_md5_build_id_found),
 	KUNIT_CASE(elf64_xxhash_build_id_found),
@@ -542,11 +541,9 @@ static struct kunit_case mmap3_buildid_cases[] = {
 	{}
 };
 
-static struct kunit_suite mmap3_buildid_suite = {
-	.name = "mmap3_buildid",
-	.test_cases = mmap3_buildid_cases,
+static struct kunit_suite buildid_test_suite = {
+	.name = "buildid",
+	.test_cases = buildid_test_cases,
 };
-kunit_test_suite(mmap3_buildid_suite);
 
-MODULE_DESCRIPTION("KUnit tests of the ELF build-id parser used by PERF_RECORD_MMAP3");
-MODULE_LICENSE("GPL");
+kunit_test_suite(buildid_test_suite);
