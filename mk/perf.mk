@@ -9,6 +9,11 @@
 #                     inject step; Debian's perf on the reader's file is
 #                     checked to get it wrong, and on Debian's kernel perf
 #                     record falls back to MMAP2 and refuses --mmap3
+#   make perf-test-full  all of perf test, with this perf and with perf built
+#                     the same way from the unpatched tree (build/perf-stock),
+#                     on the patched and the stock kernel, Debian's perf
+#                     beside them; fails on any test whose result the series
+#                     changes (not in make test: it takes about an hour)
 #
 # The build is kept to what reading and recording need: libelf (symbols,
 # build IDs) and zlib; no scripting, TUI/GTK, DWARF unwinding, BPF, libnuma,
@@ -29,7 +34,7 @@ PERF_FEATURES_OFF := NO_LIBPYTHON=1 NO_LIBPERL=1 NO_SLANG=1 NO_GTK2=1 \
 _perf_make = nice -n 19 $(MAKE) -s -j$(PERF_JOBS) -C $(PERF_SRC)/tools/perf \
 	O=$(PERF_OBJ) $(PERF_FEATURES_OFF) WERROR=1
 
-.PHONY: perf perf-test perf-clean
+.PHONY: perf perf-stock perf-test perf-test-full perf-clean
 
 # kernel-source only when building the series' own tree
 perf: deps $(if $(filter $(KSRC),$(PERF_SRC)),kernel-source)
@@ -47,3 +52,14 @@ perf-test: deps $(READER_BUILD)/CMakeCache.txt
 	@nice -n 19 cmake --build $(READER_BUILD) -j$(READER_JOBS) --target mmap3-reader >/dev/null
 	@PERF_BIN=$(PERF_BIN) READER_BIN=$(READER_BIN) BZIMAGE=$(BZIMAGE) \
 		DISTRO_KERNEL=$(DISTRO_KERNEL) PERF_SRC=$(PERF_SRC) $(TOP)/scripts/test/perf-mmap3
+
+# perf of the unpatched tree, built the same way
+PERF_STOCK_OBJ := $(BUILD)/perf-stock
+perf-stock: deps $(KSTOCK_BZIMAGE)
+	@$(MAKE) -s perf PERF_SRC=$(KSTOCK_SRC) PERF_OBJ=$(PERF_STOCK_OBJ)
+
+perf-test-full: deps
+	@$(MAKE) -s perf perf-stock $(BZIMAGE) $(KSTOCK_BZIMAGE) $(VM_INITRAMFS)
+	@PERF_BIN=$(PERF_BIN) PERF_STOCK_BIN=$(PERF_STOCK_OBJ)/perf BZIMAGE=$(BZIMAGE) \
+		KSTOCK_BZIMAGE=$(KSTOCK_BZIMAGE) PERF_SRC=$(PERF_SRC) PERF_STOCK_SRC=$(KSTOCK_SRC) \
+		$(TOP)/scripts/test/perf-test-full

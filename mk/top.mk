@@ -17,6 +17,7 @@ help:
 	@echo "make reader        build/reader/mmap3-reader"
 	@echo "make perf          build/perf/perf: perf of the patched tree (reads MMAP3)"
 	@echo "make perf-test     that perf on an MMAP3 capture of the replace scenario"
+	@echo "make perf-test-full all of perf test, that perf against the unpatched one (slow)"
 	@echo "make checkpatch    scripts/checkpatch.pl --strict on kernel-patches/"
 	@echo "make check-series  checkpatch, and build the tree after each patch"
 
