@@ -13,7 +13,7 @@
 #                     the same way from the unpatched tree (build/perf-stock),
 #                     on the patched and the stock kernel, Debian's perf
 #                     beside them; fails on any test whose result the series
-#                     changes (not in make test: it takes about an hour)
+#                     changes (not in make test: about 15 minutes under TCG)
 #
 # The build is kept to what reading and recording need: libelf (symbols,
 # build IDs) and zlib; no scripting, TUI/GTK, DWARF unwinding, BPF, libnuma,
