@@ -282,7 +282,7 @@ class PprofTest : public ::testing::Test {
     DsoStore store(search_);
     Symbolizer symbolizer(store);
     ReportModel m = p.BuildReport(symbolizer, "mmap2-build-id");
-    m.event = SampledEvent{"cpu", "nanoseconds", 250000, ""};
+    m.event = SampledEvent{"cpu", "nanoseconds", 250000, false, ""};
     return m;
   }
 
