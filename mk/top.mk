@@ -3,7 +3,8 @@
 #   make demo           the main job: the replace-during-profile scenario
 #   make test           every test; the last line is "N passed, N failed"
 #   make check-series   checkpatch --strict on every patch, and a build of
-#                       the tree after each patch (slow: one kernel build each)
+#                       the tree after each patch, and of perf after each
+#                       tools patch (slow: a kernel build each)
 
 .PHONY: help test demo checkpatch check-series
 
@@ -19,7 +20,7 @@ help:
 	@echo "make perf-test     that perf on an MMAP3 capture of the replace scenario"
 	@echo "make perf-test-full all of perf test, that perf against the unpatched one (slow)"
 	@echo "make checkpatch    scripts/checkpatch.pl --strict on kernel-patches/"
-	@echo "make check-series  checkpatch, and build the tree after each patch"
+	@echo "make check-series  checkpatch, and build the tree (and perf) after each patch"
 
 test: deps
 	@$(TOP)/scripts/test/all
@@ -27,8 +28,8 @@ test: deps
 checkpatch: $(BZIMAGE)
 	@$(TOP)/scripts/kernel/check-series --checkpatch-only $(KSRC)
 
-check-series: $(BZIMAGE)
-	@$(TOP)/scripts/kernel/check-series $(KSRC)
+check-series: $(BZIMAGE) deps
+	@PERF_MAKE_FLAGS="$(PERF_FEATURES_OFF)" $(TOP)/scripts/kernel/check-series $(KSRC)
 
 # The demo: the replace-during-profile scenario under mmap3-reader in the
 # patched guest, stock perf in the stock guest and the series' perf
