@@ -6,7 +6,7 @@
 #                       the tree after each patch, and of perf after each
 #                       tools patch (slow: a kernel build each)
 
-.PHONY: help test demo checkpatch check-series
+.PHONY: help test demo checkpatch check-series check-series-perf
 
 help:
 	@echo "make demo          boot the patched kernel and show MMAP3 records for a"
@@ -21,6 +21,7 @@ help:
 	@echo "make perf-test-full all of perf test, that perf against the unpatched one (slow)"
 	@echo "make checkpatch    scripts/checkpatch.pl --strict on kernel-patches/"
 	@echo "make check-series  checkpatch, and build the tree (and perf) after each patch"
+	@echo "make check-series-perf  checkpatch, and build perf after each tools patch"
 
 test: deps
 	@$(TOP)/scripts/test/all
@@ -30,6 +31,9 @@ checkpatch: $(BZIMAGE)
 
 check-series: $(BZIMAGE) deps
 	@PERF_MAKE_FLAGS="$(PERF_FEATURES_OFF)" $(TOP)/scripts/kernel/check-series $(KSRC)
+
+check-series-perf: kernel-source deps
+	@PERF_MAKE_FLAGS="$(PERF_FEATURES_OFF)" $(TOP)/scripts/kernel/check-series --perf-only $(KSRC)
 
 # The demo: the replace-during-profile scenario under mmap3-reader in the
 # patched guest, stock perf in the stock guest and the series' perf
