@@ -334,6 +334,10 @@ Status Capture::Run(CaptureSink& sink) {
         // An inherited descriptor may be non-blocking (EAGAIN: wait for
         // input, then read); an end of file or an error ends commands.
         if (cqe->res > 0) {
+          // Take what the kernel wrote before the command was sent first:
+          // a ping's ack then also says that it has been read (and the
+          // build-ids of mappings it names filled in).
+          drain_all(/*end_round=*/true);
           if (control_.OnInput({control_buf.data(), static_cast<size_t>(cqe->res)})) stop = true;
           arm_control(false);
         } else if (cqe->res == -EAGAIN || cqe->res == -EINTR) {

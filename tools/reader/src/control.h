@@ -5,7 +5,10 @@
 //   stop   ends the capture as SIGINT would (acknowledged first).
 // The capture reads nothing from it before it runs: the events are enabled,
 // the processes that existed are read and the command (if any) has been
-// started, so an acknowledged ping means "profiling now".
+// started, so an acknowledged ping means "profiling now".  The buffers are
+// drained before a command is taken: the ack also means that every record
+// the kernel wrote before the command was sent has been read, and the
+// build-ids of the mappings they name filled in (or found missing).
 #ifndef MMAP3_READER_CONTROL_H_
 #define MMAP3_READER_CONTROL_H_
 

@@ -14,7 +14,12 @@
  *
  * With E2E_GO_FILE set in the environment the worker, after printing its
  * id, runs hot in the library (mapping nothing) until that file exists (at
- * most 300 s, then the process fails); the CPU_MS budget starts then. */
+ * most 300 s, then the process fails); the CPU_MS budget starts then.
+ *
+ * With FILE and E2E_HOLD_FILE set, the worker then maps FILE once more,
+ * prints "held", and keeps it mapped (running hot) until E2E_HOLD_FILE
+ * exists: a mapping that a test knows is there while it asks the
+ * recorder to take what the kernel wrote about it. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -55,6 +60,39 @@ static char leader_state(void)
 	return p && p[1] == ' ' ? p[2] : '?';
 }
 
+/* Runs hot until `path` exists; at most 300 s, then the process fails. */
+static long hot_until(const char *path)
+{
+	time_t give_up = time(NULL) + 300;
+	long s = 0;
+
+	while (access(path, F_OK) != 0) {
+		if (time(NULL) > give_up) {
+			fprintf(stderr, "threads: %s never appeared\n", path);
+			exit(3);
+		}
+		s += e2e_lib_hot(20000);
+	}
+	return s;
+}
+
+/* Maps the whole of `path` executable; exits on failure. */
+static void *map_file(const char *path, long *size)
+{
+	int fd = open(path, O_RDONLY);
+	void *p = MAP_FAILED;
+
+	*size = fd < 0 ? -1 : lseek(fd, 0, SEEK_END);
+	if (*size > 0)
+		p = mmap(NULL, *size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED) {
+		perror(path);
+		exit(1);
+	}
+	close(fd);
+	return p;
+}
+
 static void *worker(void *arg)
 {
 	double end;
@@ -71,40 +109,29 @@ static void *worker(void *arg)
 	}
 	printf("tid %d\n", gettid());
 	fflush(stdout);
-	if (getenv("E2E_GO_FILE")) {
-		const char *go = getenv("E2E_GO_FILE");
-		time_t give_up = time(NULL) + 300;
-
-		while (access(go, F_OK) != 0) {
-			if (time(NULL) > give_up) {
-				fprintf(stderr, "threads: %s never appeared\n", go);
-				exit(3);
-			}
-			s += e2e_lib_hot(20000);
-		}
-	}
+	if (getenv("E2E_GO_FILE"))
+		s += hot_until(getenv("E2E_GO_FILE"));
 	end = thread_cpu_ms() + ms;
 	while (thread_cpu_ms() < end) {
 		double chunk = thread_cpu_ms() + 50;
 		void *p = MAP_FAILED;
 		long size = 0;
 
-		if (map_path) {
-			int fd = open(map_path, O_RDONLY);
-
-			size = fd < 0 ? -1 : lseek(fd, 0, SEEK_END);
-			if (size > 0)
-				p = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
-			if (p == MAP_FAILED) {
-				perror(map_path);
-				exit(1);
-			}
-			close(fd);
-		}
+		if (map_path)
+			p = map_file(map_path, &size);
 		while (thread_cpu_ms() < chunk && thread_cpu_ms() < end)
 			s += e2e_lib_hot(20000);
 		if (p != MAP_FAILED)
 			munmap(p, size);
+	}
+	if (map_path && getenv("E2E_HOLD_FILE")) {
+		long size;
+		void *p = map_file(map_path, &size);
+
+		printf("held\n");
+		fflush(stdout);
+		s += hot_until(getenv("E2E_HOLD_FILE"));
+		munmap(p, size);
 	}
 	return (void *)s;
 }
