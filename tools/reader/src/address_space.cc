@@ -14,6 +14,7 @@ const char* BuildIdSourceName(BuildIdSource source) {
     case BuildIdSource::kKernelNotes: return "kernel_notes";
     case BuildIdSource::kVdso: return "vdso";
     case BuildIdSource::kPerfMap: return "perf-map";
+    case BuildIdSource::kBpf: return "bpf";
   }
   return "?";
 }
@@ -47,6 +48,16 @@ const char* SymbolSourceName(SymbolSource source) {
 
 void AddressSpace::Insert(Mapping m) {
   if (m.end <= m.start) return;
+  Erase(m.start, m.end);
+  uint64_t start = m.start;
+  by_start_.emplace(start, std::move(m));
+}
+
+void AddressSpace::Erase(uint64_t start, uint64_t end) {
+  if (end <= start) return;
+  Mapping m;
+  m.start = start;
+  m.end = end;
   index_valid_ = false;
   // First candidate: the mapping starting at or before m.start may reach in.
   auto it = by_start_.upper_bound(m.start);
@@ -72,8 +83,6 @@ void AddressSpace::Insert(Mapping m) {
     it = by_start_.erase(it);
   }
   for (Mapping& k : keep) by_start_.emplace(k.start, std::move(k));
-  uint64_t start = m.start;
-  by_start_.emplace(start, std::move(m));
 }
 
 void AddressSpace::BuildIndex() const {

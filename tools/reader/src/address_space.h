@@ -34,8 +34,11 @@ enum class BuildIdSource : uint8_t {
   kPerfMap,      // no build-id: JIT code (anonymous executable memory) of a
                  // process whose perf map (/tmp/perf-PID.map) the capture
                  // holds; its symbols come from that map ("perf-map")
+  kBpf,          // a BPF program's JITed function: no build-id, its tag (8
+                 // bytes, a hash of its instructions) from the kernel's
+                 // KSYMBOL name "bpf_prog_<tag>_<name>"
 };
-inline constexpr int kBuildIdSourceCount = 8;
+inline constexpr int kBuildIdSourceCount = 9;
 const char* BuildIdSourceName(BuildIdSource source);
 
 // Whether a location got a symbol name, and if not, why.
@@ -92,6 +95,10 @@ struct MappedObject {
   // are.  -1 for everything else: a file-backed mapping is never named from
   // a perf map.
   int64_t jit_pid = -1;
+  // Kernel code a PERF_RECORD_KSYMBOL named (a BPF program's function, a
+  // trampoline): the record's name is its one symbol, over the record's
+  // whole range; offsets are addresses.
+  bool ksymbol = false;
 };
 
 struct Mapping {
@@ -140,6 +147,8 @@ class AddressSpace {
   // Adds `m`, trimming or removing mappings it overlaps.  Empty ranges are
   // ignored.
   void Insert(Mapping m);
+  // Removes [start, end), trimming the mappings that reach into it.
+  void Erase(uint64_t start, uint64_t end);
   // The mapping containing `addr`, or nullptr.  The pointer stays valid
   // until the next Insert.
   const Mapping* Find(uint64_t addr) const;

@@ -261,6 +261,7 @@ Status Capture::Run(CaptureSink& sink) {
   enrich_options.monotonic_clock = events.monotonic_clock();
   enrich_options.cache = options_.cache;
   enrich_options.perf_maps = &perf_maps_;
+  enrich_options.bpf_programs = &bpf_programs_;
   if (options_.target != CaptureOptions::Target::kCommand)
     enrich_options.sideband_ids = events.sideband_ids();
   Enricher enricher(std::move(enrich_options), system_, overrides_, sink);
@@ -275,6 +276,10 @@ Status Capture::Run(CaptureSink& sink) {
   // The kernel text does not move: read it (all of /proc/kallsyms, tens of
   // milliseconds) before the buffers start filling.
   enricher.SynthesizeKernel();
+  // Then the BPF programs already loaded (records of those loaded from now
+  // on come from the kernel once the events are enabled; one loaded in
+  // between is in both, and read twice).
+  enricher.SynthesizeBpfPrograms();
   // Enable before synthesizing processes: a mapping created in between is
   // then reported by the kernel too, rather than by neither.  Synthesized
   // records carry the time from which what was read holds (0 for most:

@@ -40,6 +40,7 @@
 #include "child_process.h"
 #include "control.h"
 #include "live_system.h"
+#include "bpf_progs.h"
 #include "perf_map.h"
 #include "record.h"
 #include "result.h"
@@ -97,6 +98,8 @@ class Capture {
   const SourceOverrides& overrides() const { return overrides_; }
   // The JIT maps taken (see enrich.h), complete once Run() has returned.
   const PerfMaps& perf_maps() const { return perf_maps_; }
+  // The BPF programs seen, read while they were loaded (bpf_progs.h).
+  const BpfPrograms& bpf_programs() const { return bpf_programs_; }
   const CaptureStats& stats() const { return stats_; }
   // Exit status of the command (as from waitpid), or -1.
   int command_status() const { return child_.status(); }
@@ -121,6 +124,7 @@ class Capture {
   bool command_ended_capture_ = false;
   SourceOverrides overrides_;
   PerfMaps perf_maps_;
+  BpfPrograms bpf_programs_;
   CaptureStats stats_;
   // Target of the signalfd read kept in flight on the ring; it lives as long
   // as the Capture so a read completing during ring teardown stays harmless.

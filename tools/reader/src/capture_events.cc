@@ -249,6 +249,11 @@ Status CaptureEvents::OpenAll(const EventOptions& options) {
   sb.comm = 1;
   sb.comm_exec = 1;
   sb.task = 1;
+  // BPF programs: their JITed functions as they come and go (KSYMBOL) and
+  // their loads and unloads (BPF_EVENT, whose id lets the program be read
+  // while it exists).  Both since Linux 5.1.
+  sb.ksymbol = 1;
+  sb.bpf_event = 1;
   switch (options.mode) {
     case CaptureMode::kMmap3: perf_mmap3_attr_set(&sb); break;  // supersedes mmap/mmap2
     case CaptureMode::kMmap2BuildId: sb.mmap2 = 1; sb.build_id = 1; break;
@@ -331,6 +336,10 @@ Status CaptureEvents::OpenAll(const EventOptions& options) {
             for_all([](perf_event_attr& x) { x.exclude_kernel = 1; x.exclude_hv = 1; });
             fd = PerfEventFd::Open(attr, task.pid, cpu);
           }
+        }
+        if (!fd.ok() && sideband && sb.ksymbol && fd.status().error_number() == EINVAL) {
+          sb.ksymbol = sb.bpf_event = 0;  // before 5.1: no BPF program records
+          fd = PerfEventFd::Open(attr, task.pid, cpu);
         }
         if (!fd.ok()) {
           // A thread of -p or -t may exit between listing and opening.

@@ -12,6 +12,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "bpf_progs.h"
 #include "debuginfod.h"
 #include "dso_store.h"
 #include "linux/perf_event_mmap3.h"
@@ -108,6 +109,13 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
   meta["kernel_modules_changed"] = changed;
   // JIT maps: the file is usually gone by the time the capture is read.
   meta["perf_maps"] = capture.perf_maps().ToJson();
+  // BPF programs are in perf's own sections; those that could not be read
+  // only here.
+  json not_read = json::array();
+  for (const BpfNotRead& n : capture.bpf_programs().not_read())
+    not_read.push_back({{"id", n.id}, {"tag", n.tag == BpfTag{} ? "" : BpfTagHex(n.tag)},
+                        {"reason", n.reason}});
+  meta["bpf_not_read"] = not_read;
   if (s.startup) {
     meta["startup"] = {{"processes", s.startup->processes},
                        {"seconds", s.startup->seconds},
@@ -360,6 +368,8 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   result.command_status = c.command_status();
   result.command_ended_capture = c.command_ended_capture();
   DescribePerfMaps(c.perf_maps(), &result.perf_maps, &result.perf_maps_refused);
+  result.bpf_programs_read = c.bpf_programs().programs().size();
+  result.bpf_programs_not_read = c.bpf_programs().not_read().size();
   if (cache) {
     cache->Stop();  // copies finish before we symbolize from them
     result.cache = cache->stats();
@@ -379,7 +389,10 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
     // bytes: replaced rather than thrown on.
     const std::string meta =
         MetaJson(c, c.overrides()).dump(-1, ' ', false, json::error_handler_t::replace);
-    if (Status s = writer->Finish(table, meta); !s.ok()) return s;
+    std::vector<std::pair<int, std::vector<uint8_t>>> more;
+    more.emplace_back(kFeatureBpfProgInfo, c.bpf_programs().ProgInfoFeature());
+    more.emplace_back(kFeatureBpfBtf, c.bpf_programs().BtfFeature());
+    if (Status s = writer->Finish(table, meta, std::move(more)); !s.ok()) return s;
     return result;
   }
   profile.SetChangedKernelModules(c.stats().changed_kernel_modules);
@@ -387,6 +400,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   Symbolizer symbolizer(store);
   symbolizer.SetPerfMaps(&c.perf_maps());
   result.report = profile.BuildReport(symbolizer, CaptureModeName(c.mode()));
+  profile.DescribeBpfPrograms(c.bpf_programs(), result.report);
   result.report.perf_maps = result.perf_maps;
   result.report.perf_maps_refused = result.perf_maps_refused;
   result.report.symbol_files = SymbolFilesOf(store);
@@ -414,6 +428,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   std::optional<StartupStats> startup;
   std::vector<KernelModuleMapping> changed_modules;
   PerfMaps perf_maps;
+  std::vector<BpfNotRead> bpf_not_read;
   if (!r.meta_json().empty()) {
     // Our own section, but from a file: every field is checked for its type
     // (json::value() throws on a mistyped one) and a bad one is ignored.
@@ -446,6 +461,20 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
           const json* start = field(m, "start");
           if (path && path->is_string() && start && start->is_number_unsigned())
             changed_modules.push_back({path->get<std::string>(), start->get<uint64_t>()});
+        }
+      }
+      if (const json* list = field(meta, "bpf_not_read"); list && list->is_array()) {
+        for (const json& n : *list) {
+          if (!n.is_object()) continue;
+          const json* id = field(n, "id");
+          const json* tag = field(n, "tag");
+          const json* reason = field(n, "reason");
+          if (!id || !id->is_number_unsigned() || !tag || !tag->is_string() || !reason ||
+              !reason->is_string())
+            continue;
+          BpfNotRead entry{static_cast<uint32_t>(id->get<uint64_t>()), {}, reason->get<std::string>()};
+          if (auto parsed = BpfTagOfSymbol("bpf_prog_" + tag->get<std::string>())) entry.tag = *parsed;
+          bpf_not_read.push_back(std::move(entry));
         }
       }
       if (const json* maps = field(meta, "perf_maps")) {
@@ -586,6 +615,18 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   Symbolizer symbolizer(store);
   symbolizer.SetPerfMaps(&perf_maps);
   ReportModel model = profile.BuildReport(symbolizer, mode);
+  {
+    // perf's sections, whoever wrote them; a malformed entry describes
+    // nothing (its samples keep the KSYMBOL's name, without lines).
+    uint64_t bad = 0;
+    BpfPrograms bpf = BpfPrograms::FromFeatures(r.feature(kFeatureBpfProgInfo),
+                                                r.feature(kFeatureBpfBtf), &bad);
+    for (BpfNotRead& n : bpf_not_read) bpf.NotRead(std::move(n));
+    if (bad != 0)
+      bpf.NotRead({0, {}, fmt::format("{} malformed entries of the capture's BPF program sections "
+                                      "were left out", bad)});
+    profile.DescribeBpfPrograms(bpf, model);
+  }
   model.symbol_files = SymbolFilesOf(store);
   model.debuginfod_failed = debuginfod && debuginfod->failed();
   DescribePerfMaps(perf_maps, &model.perf_maps, &model.perf_maps_refused);

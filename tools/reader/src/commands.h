@@ -40,6 +40,8 @@ struct RecordResult {
   // The JIT maps taken (perf_map.h), and the files refused.
   std::vector<PerfMapSummary> perf_maps;
   std::vector<PerfMapRefusal> perf_maps_refused;
+  // BPF programs described while loaded, and those that could not be.
+  size_t bpf_programs_read = 0, bpf_programs_not_read = 0;
   ReportModel report;  // filled when no output file was requested
 };
 

@@ -1,6 +1,7 @@
 #include "enrich.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include <fmt/format.h>
@@ -58,6 +59,10 @@ void Enricher::OnRecord(Bytes record) {
     if (t.pid != t.tid || it == perf_map_watch_.end() || it->second.exited) return;
     TakePerfMap(t.pid, it->second, PerfMapTaken::kExit);
     it->second.exited = true;
+    return;
+  }
+  if (h.type == PERF_RECORD_BPF_EVENT) {
+    OnBpfEvent(record);
     return;
   }
   if (h.type != PERF_RECORD_MMAP2 && h.type != kRecordMmap3) {
@@ -177,6 +182,35 @@ void Enricher::OnMmap(Bytes record) {
   overrides_.Add(m.pid, m.start, id, source);
   cache_.AddFile(m.pid, m.start, m.start + m.len, id, m.filename);
   next_.OnRecord(WithBuildId(m, id, options_.format));
+}
+
+void Enricher::OnBpfEvent(Bytes record) {
+  next_.OnRecord(record);
+  if (options_.bpf_programs == nullptr) return;
+  Record r;
+  if (DecodeRecord(record, options_.format, &r) != DecodeStatus::kOk) return;
+  const BpfEventRecord& b = std::get<BpfEventRecord>(r);
+  if (b.type != PERF_BPF_EVENT_PROG_LOAD) return;
+  BpfTag tag;
+  std::memcpy(tag.data(), b.tag, tag.size());
+  ReadBpfProgramNow(b.id, &tag);
+}
+
+const BpfProgram* Enricher::ReadBpfProgramNow(uint32_t id, const BpfTag* tag) {
+  BpfPrograms& progs = *options_.bpf_programs;
+  for (const BpfProgram& p : progs.programs())
+    if (p.id == id && (tag == nullptr || p.tag == *tag)) return &p;  // synthesized, and loaded meanwhile
+  std::vector<uint8_t> btf;
+  auto p = ReadBpfProgram(id, tag, &btf);
+  if (!p.ok()) {
+    ++stats_.bpf_programs_not_read;
+    progs.NotRead({id, tag != nullptr ? *tag : BpfTag{}, p.status().ToString()});
+    return nullptr;
+  }
+  ++stats_.bpf_programs_read;
+  if (!btf.empty() && !progs.HasBtf(p->btf_id)) progs.AddBtf(p->btf_id, std::move(btf));
+  progs.Add(std::move(*p));
+  return &progs.programs().back();
 }
 
 std::vector<uint8_t> WithBuildId(MmapRecord m, const BuildId& id, const SampleFormat& format) {

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "address_space.h"
+#include "bpf_progs.h"
 #include "build_id_cache.h"
 #include "cache_feed.h"
 #include "capture_mode.h"
@@ -63,6 +64,8 @@ struct EnrichOptions {
   BuildIdCache* cache = nullptr;  // optional
   // Where the JIT maps go; null: none are taken.
   PerfMaps* perf_maps = nullptr;
+  // Where the descriptions of BPF programs go; null: none are read.
+  BpfPrograms* bpf_programs = nullptr;
 };
 
 struct EnrichStats {
@@ -73,6 +76,8 @@ struct EnrichStats {
   uint64_t fill_failures = 0;    // unreadable (process gone, no permission)
   uint64_t synthesized = 0;
   uint64_t perf_map_reads = 0;   // JIT maps read (every version of each)
+  uint64_t bpf_programs_read = 0;      // described while loaded
+  uint64_t bpf_programs_not_read = 0;  // gone first, or not allowed
   std::optional<StartupStats> startup;  // after SynthesizeProcesses()
   std::vector<KernelModuleMapping> changed_kernel_modules;  // CheckKernelModules()
 };
@@ -108,6 +113,10 @@ class Enricher final : public CaptureSink {
   // kallsyms snapshot and the modules' symbols go to the cache.  Nothing if
   // /proc/kallsyms hides addresses.
   void SynthesizeKernel();
+  // The BPF programs loaded now: a KSYMBOL record per JITed function and a
+  // BPF_EVENT load record each, as perf synthesizes them, each program read
+  // (ReadBpfProgram) into options.bpf_programs.
+  void SynthesizeBpfPrograms();
   // COMM and MMAP records of processes `pids` as /proc shows them, each
   // timed from when what was read is known to hold (0 for most), or left
   // out if it changed while it was read; then a round end.  The events
@@ -141,6 +150,11 @@ class Enricher final : public CaptureSink {
   // A MMAP2 or MMAP3 record: handed on with the build-id filled in where
   // the kernel gave none, its file fed to the cache.
   void OnMmap(Bytes record);
+  // A BPF_EVENT record: a program loaded is read at once, while it exists.
+  void OnBpfEvent(Bytes record);
+  // Reads program `id` (with `tag`, if given) into options.bpf_programs,
+  // or notes why it could not; the program, or null.
+  const BpfProgram* ReadBpfProgramNow(uint32_t id, const BpfTag* tag);
 
   EnrichOptions options_;
   LiveSystem& system_;

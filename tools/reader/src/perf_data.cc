@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <utility>
@@ -165,7 +166,8 @@ Status PerfDataWriter::Flush() {
 }
 
 Status PerfDataWriter::Finish(const std::vector<BuildIdEntry>& build_ids,
-                              const std::string& meta_json) {
+                              const std::string& meta_json,
+                              std::vector<std::pair<int, std::vector<uint8_t>>> more) {
   if (Status s = Flush(); !s.ok()) return s;
 
   FileHeader h{};
@@ -220,6 +222,13 @@ Status PerfDataWriter::Finish(const std::vector<BuildIdEntry>& build_ids,
     std::vector<uint8_t> payload(meta_json.begin(), meta_json.end());
     features.emplace_back(kFeatureReaderMeta, std::move(payload));
   }
+  for (auto& [bit, payload] : more) {
+    if (bit > kFeatureBuildId && bit < kFeatureBits && bit != kFeatureReaderMeta && !payload.empty())
+      features.emplace_back(bit, std::move(payload));
+  }
+  // The table lists sections in bit order.
+  std::stable_sort(features.begin(), features.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   uint64_t table_off = data_offset_ + data_size_;
   uint64_t payload_off = table_off + features.size() * sizeof(FileSection);
   std::vector<uint8_t> tail;
@@ -265,7 +274,7 @@ Result<PerfDataReader> PerfDataReader::Open(const std::string& path) {
 PerfDataReader::PerfDataReader(PerfDataReader&& o) noexcept
     : path_(std::move(o.path_)), base_(o.base_), size_(o.size_), data_offset_(o.data_offset_),
       data_size_(o.data_size_), attrs_(std::move(o.attrs_)), build_ids_(std::move(o.build_ids_)),
-      meta_json_(std::move(o.meta_json_)) {
+      meta_json_(std::move(o.meta_json_)), sections_(std::move(o.sections_)) {
   std::memcpy(features_, o.features_, sizeof(features_));
   o.base_ = nullptr;
 }
@@ -358,6 +367,8 @@ Status PerfDataReader::Parse() {
       }
     } else if (bit == kFeatureReaderMeta) {
       meta_json_.assign(reinterpret_cast<const char*>(p), sec.size);
+    } else {
+      sections_[bit] = Bytes(p, sec.size);
     }
   }
   return {};

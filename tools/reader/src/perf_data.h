@@ -69,7 +69,9 @@ class PerfDataWriter {
   Status Write(Bytes record);
   // Writes the feature sections and the final header, fsyncs the file and
   // gives it the output's name.
-  Status Finish(const std::vector<BuildIdEntry>& build_ids, const std::string& meta_json);
+  // `more`: other feature sections, by bit (empty payloads are left out).
+  Status Finish(const std::vector<BuildIdEntry>& build_ids, const std::string& meta_json,
+                std::vector<std::pair<int, std::vector<uint8_t>>> more = {});
   uint64_t data_size() const { return data_size_ + buffer_.size(); }
   const std::string& path() const { return path_; }
 
@@ -103,6 +105,12 @@ class PerfDataReader {
   const std::vector<PerfFileAttr>& attrs() const { return attrs_; }
   const std::vector<BuildIdEntry>& build_ids() const { return build_ids_; }
   const std::string& meta_json() const { return meta_json_; }
+  // A feature section's bytes (empty if the file has none): those this
+  // class does not parse itself (HEADER_BPF_PROG_INFO, HEADER_BPF_BTF).
+  Bytes feature(int bit) const {
+    auto it = sections_.find(bit);
+    return it == sections_.end() ? Bytes{} : it->second;
+  }
   bool HasFeature(int bit) const { return (features_[bit / 64] >> (bit % 64)) & 1; }
   Bytes data() const { return {base_ + data_offset_, data_size_}; }
 
@@ -124,6 +132,7 @@ class PerfDataReader {
   std::vector<PerfFileAttr> attrs_;
   std::vector<BuildIdEntry> build_ids_;
   std::string meta_json_;
+  std::unordered_map<int, Bytes> sections_;
 };
 
 // The sample format each record of a file was written with.  With one

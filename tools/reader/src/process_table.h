@@ -40,6 +40,8 @@ class ProcessTable {
   void OnExit(uint32_t pid, uint32_t tid);
   // pid == kKernelPid adds to the kernel space.
   void OnMmap(uint32_t pid, Mapping mapping);
+  // Kernel code at [start, end) is gone (a KSYMBOL unregister).
+  void EraseKernel(uint64_t start, uint64_t end) { kernel_.Erase(start, end); }
 
   // The mapping covering `addr` in `pid` (or the kernel space), or nullptr.
   const Mapping* FindUser(uint32_t pid, uint64_t addr) const;

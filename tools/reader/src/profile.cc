@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "bpf_progs.h"
 #include "perf_map.h"
 
 namespace mmap3 {
@@ -86,7 +87,7 @@ uint32_t Profile::InternTask(uint32_t event, const std::string& comm, int64_t pi
 std::shared_ptr<const MappedObject> Profile::InternObject(MappedObject object) {
   auto key = std::make_tuple(object.path, object.build_id, object.source, object.kernel,
                              object.owner, object.kernel_module, object.reloc_symbol,
-                             object.reloc_address, object.jit_pid);
+                             object.reloc_address, object.jit_pid, object.ksymbol);
   auto& slot = objects_[key];
   if (!slot) slot = std::make_shared<const MappedObject>(std::move(object));
   return slot;
@@ -142,7 +143,80 @@ void Profile::Process(Bytes record) {
     }
   } else if (auto* l = std::get_if<LostRecord>(&r)) {
     (l->samples ? lost_samples_ : lost_records_) += l->lost;
+  } else if (auto* k = std::get_if<KsymbolRecord>(&r)) {
+    OnKsymbol(*k);
   }
+}
+
+void Profile::DescribeBpfPrograms(const BpfPrograms& programs, ReportModel& model) const {
+  const auto& list = programs.programs();
+  std::vector<ReportBpfProgram> out(list.size());
+  std::vector<std::map<std::pair<std::string, uint32_t>, uint64_t>> lines(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    const BpfProgram& p = list[i];
+    out[i].id = p.id;
+    out[i].tag = BpfTagHex(p.tag);
+    out[i].name = p.name;
+    for (size_t f = 0; f < p.functions.size(); ++f) out[i].functions.push_back(programs.FunctionName(p, f));
+    out[i].has_lines = !p.lines.empty();
+  }
+  flat_.ForEach([&](uint32_t, const MappedObject* object, uint64_t offset, uint64_t count, uint64_t) {
+    if (object == nullptr || object->source != BuildIdSource::kBpf || object->build_id.size() != 8)
+      return;
+    BpfTag tag;
+    std::memcpy(tag.data(), object->build_id.data(), tag.size());
+    const BpfProgram* p = programs.Find(tag, offset);  // the offset is the address
+    if (p == nullptr) return;
+    const size_t i = static_cast<size_t>(p - list.data());
+    out[i].samples += count;
+    if (auto line = programs.LineOf(*p, offset)) lines[i][{*line->file, line->line}] += count;
+  });
+  for (size_t i = 0; i < list.size(); ++i) {
+    for (const auto& [where, n] : lines[i]) out[i].lines.push_back({where.first, where.second, n});
+    // Most samples first; ties in file and line order (the map's).
+    std::stable_sort(out[i].lines.begin(), out[i].lines.end(),
+                     [](const ReportBpfLine& a, const ReportBpfLine& b) { return a.samples > b.samples; });
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ReportBpfProgram& a, const ReportBpfProgram& b) { return a.id < b.id; });
+  model.bpf_programs = std::move(out);
+  std::map<BuildId, uint64_t> by_tag;  // samples of each tag's functions
+  flat_.ForEach([&](uint32_t, const MappedObject* object, uint64_t, uint64_t count, uint64_t) {
+    if (object != nullptr && object->source == BuildIdSource::kBpf) by_tag[object->build_id] += count;
+  });
+  for (const BpfNotRead& n : programs.not_read()) {
+    ReportBpfNotRead r{n.id, n.tag == BpfTag{} ? "" : BpfTagHex(n.tag), n.reason, 0};
+    if (auto it = by_tag.find(BuildId(n.tag.data(), n.tag.size())); !r.tag.empty() && it != by_tag.end())
+      r.samples = it->second;
+    model.bpf_not_read.push_back(std::move(r));
+  }
+}
+
+void Profile::OnKsymbol(const KsymbolRecord& k) {
+  const uint64_t end = k.addr + k.len < k.addr ? UINT64_MAX : k.addr + k.len;
+  if (k.unregister) {
+    // Whatever runs there next is named by its own record; until then the
+    // range is nobody's (the kernel, without a symbol), never the old
+    // program's.
+    processes_.EraseKernel(k.addr, end);
+    return;
+  }
+  MappedObject o;
+  o.path = std::string(k.name);
+  o.kernel = true;
+  o.ksymbol = true;
+  if (k.ksym_type == PERF_RECORD_KSYMBOL_TYPE_BPF) {
+    if (auto tag = BpfTagOfSymbol(k.name)) {
+      o.build_id = BuildId(tag->data(), tag->size());
+      o.source = BuildIdSource::kBpf;
+    }
+  }
+  Mapping mapping;
+  mapping.start = k.addr;
+  mapping.end = end;
+  mapping.object = InternObject(std::move(o));
+  mappings_.push_back({kKernelPid, mapping.start, mapping.end, 0, mapping.object.get()});
+  processes_.OnMmap(kKernelPid, std::move(mapping));
 }
 
 void Profile::OnKernelMmap(const MmapRecord& m) {
@@ -222,8 +296,9 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
         return {m->object.get(), m->object->kernel_module ? ip - m->start : ip, ip, m->start,
                 m->end, m->pgoff};
       }
-      // Outside the image's text and every module known at the start (BPF,
-      // trampolines, a module loaded since): the kernel, with no symbol.
+      // Outside the image's text, every module known at the start and every
+      // KSYMBOL range (a module loaded since, code whose record was lost):
+      // the kernel, with no symbol.
       return {kernel_object_.get(), ip, ip};
     case Space::kUser:
       if (const Mapping* m = processes_.FindUser(pid, ip)) {

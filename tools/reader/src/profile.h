@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bpf_progs.h"
 #include "location_counts.h"
 #include "process_table.h"
 #include "record.h"
@@ -84,6 +85,10 @@ class Profile {
 
   // Symbolizes and aggregates; `mode` is copied into the model.
   ReportModel BuildReport(Symbolizer& symbolizer, const std::string& mode) const;
+  // Fills model.bpf_programs and bpf_not_read: every program `programs`
+  // describes, with the samples that fell in its functions (matched by
+  // the KSYMBOL's tag and the address) and their source lines.
+  void DescribeBpfPrograms(const BpfPrograms& programs, ReportModel& model) const;
 
  private:
   struct Frame {
@@ -135,6 +140,7 @@ class Profile {
   const MappedObject* Shown(const MappedObject* object) const;
   void OnMmap(const MmapRecord& m);
   void OnKernelMmap(const MmapRecord& m);
+  void OnKsymbol(const KsymbolRecord& k);
   void OnSample(const SampleRecord& s);
   Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
   // Fills model.frame_mappings, frame_locations and frame_stacks.
@@ -165,7 +171,7 @@ class Profile {
   // whose addresses are not the host's (see AddressOwner).
   std::shared_ptr<const MappedObject> guest_kernel_, guest_user_, guest_, hypervisor_;
   std::map<std::tuple<std::string, BuildId, BuildIdSource, bool, AddressOwner, bool, std::string,
-                      uint64_t, int64_t>,
+                      uint64_t, int64_t, bool>,
            std::shared_ptr<const MappedObject>>
       objects_;
   std::vector<std::string> comms_;  // by task id

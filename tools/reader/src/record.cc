@@ -321,6 +321,34 @@ DecodeStatus DecodeRecord(Bytes bytes, const SampleFormat& f, Record* out) {
       *out = r;
       return DecodeStatus::kOk;
     }
+    case PERF_RECORD_KSYMBOL: {
+      KsymbolRecord r;
+      const uint8_t* body_end;
+      if (!SplitTrailer(bytes, f, &body_end, &r.sample_id)) return DecodeStatus::kTruncated;
+      Cursor c(bytes.data() + sizeof(h), body_end);
+      r.addr = c.Read<uint64_t>();
+      r.len = c.Read<uint32_t>();
+      r.ksym_type = c.Read<uint16_t>();
+      r.unregister = (c.Read<uint16_t>() & PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER) != 0;
+      if (!c.ok()) return DecodeStatus::kTruncated;
+      if (!ReadString(c.position(), body_end, &r.name)) return DecodeStatus::kMalformed;
+      *out = r;
+      return DecodeStatus::kOk;
+    }
+    case PERF_RECORD_BPF_EVENT: {
+      BpfEventRecord r;
+      const uint8_t* body_end;
+      if (!SplitTrailer(bytes, f, &body_end, &r.sample_id)) return DecodeStatus::kTruncated;
+      Cursor c(bytes.data() + sizeof(h), body_end);
+      r.type = c.Read<uint16_t>();
+      r.flags = c.Read<uint16_t>();
+      r.id = c.Read<uint32_t>();
+      const uint64_t tag = c.Read<uint64_t>();
+      if (!c.ok()) return DecodeStatus::kTruncated;
+      std::memcpy(r.tag, &tag, sizeof(r.tag));
+      *out = r;
+      return DecodeStatus::kOk;
+    }
     default:
       return DecodeStatus::kIgnored;
   }

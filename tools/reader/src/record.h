@@ -128,8 +128,32 @@ struct SampleRecord {
   U64Array callchain;  // includes PERF_CONTEXT_* markers as the kernel wrote them
 };
 
+// PERF_RECORD_KSYMBOL: kernel code that is not the image or a module came
+// (register) or went (unregister): a BPF program's JITed function
+// ("bpf_prog_<tag>_<name>"), a BPF dispatcher or trampoline, or other
+// out-of-line code.  The range is [addr, addr + len).
+struct KsymbolRecord {
+  uint64_t addr = 0;
+  uint32_t len = 0;
+  uint16_t ksym_type = 0;  // PERF_RECORD_KSYMBOL_TYPE_*
+  bool unregister = false;
+  std::string_view name;
+  SampleId sample_id;
+};
+
+// PERF_RECORD_BPF_EVENT: a BPF program was loaded or unloaded; its id is
+// what the bpf() syscall finds it by while it exists, its tag (a hash of
+// its instructions) what it is.
+struct BpfEventRecord {
+  uint16_t type = 0;  // PERF_BPF_EVENT_PROG_LOAD or _UNLOAD
+  uint16_t flags = 0;
+  uint32_t id = 0;
+  uint8_t tag[8] = {};
+  SampleId sample_id;
+};
+
 using Record = std::variant<std::monostate, MmapRecord, CommRecord, TaskRecord, LostRecord,
-                            SampleRecord>;
+                            SampleRecord, KsymbolRecord, BpfEventRecord>;
 
 enum class DecodeStatus {
   kOk,

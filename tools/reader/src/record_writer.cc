@@ -136,6 +136,27 @@ std::vector<uint8_t> EncodeLost(const LostRecord& l, const SampleFormat& f) {
   return e.Finish();
 }
 
+std::vector<uint8_t> EncodeKsymbol(const KsymbolRecord& k, const SampleFormat& f) {
+  Encoder e(PERF_RECORD_KSYMBOL, 0);
+  e.Put(k.addr);
+  e.Put(k.len);
+  e.Put(k.ksym_type);
+  e.Put(static_cast<uint16_t>(k.unregister ? PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER : 0));
+  e.PutString(k.name);
+  e.PutSampleId(k.sample_id, f);
+  return e.Finish();
+}
+
+std::vector<uint8_t> EncodeBpfEvent(const BpfEventRecord& b, const SampleFormat& f) {
+  Encoder e(PERF_RECORD_BPF_EVENT, 0);
+  e.Put(b.type);
+  e.Put(b.flags);
+  e.Put(b.id);
+  e.PutBytes(b.tag, sizeof(b.tag));
+  e.PutSampleId(b.sample_id, f);
+  return e.Finish();
+}
+
 std::vector<uint8_t> EncodeSample(const SampleRecord& s, std::span<const uint64_t> callchain,
                                   const SampleFormat& f) {
   Encoder e(PERF_RECORD_SAMPLE, s.misc);

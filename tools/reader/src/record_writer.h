@@ -23,6 +23,8 @@ std::vector<uint8_t> EncodeMmap(const MmapRecord& m, const SampleFormat& format)
 std::vector<uint8_t> EncodeComm(const CommRecord& c, const SampleFormat& format);
 std::vector<uint8_t> EncodeTask(const TaskRecord& t, const SampleFormat& format);
 std::vector<uint8_t> EncodeLost(const LostRecord& l, const SampleFormat& format);
+std::vector<uint8_t> EncodeKsymbol(const KsymbolRecord& k, const SampleFormat& format);
+std::vector<uint8_t> EncodeBpfEvent(const BpfEventRecord& b, const SampleFormat& format);
 // Writes the fields format.sample_type selects (IDENTIFIER, IP, TID, TIME,
 // ID, CPU, PERIOD, CALLCHAIN); READ is not supported here.
 std::vector<uint8_t> EncodeSample(const SampleRecord& s, std::span<const uint64_t> callchain,

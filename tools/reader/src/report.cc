@@ -107,6 +107,38 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
     if (m.perf_maps.size() > kShown) maps += fmt::format("; and {} more", m.perf_maps.size() - kShown);
     notes.push_back("perf maps (JIT symbols from /tmp/perf-PID.map, taken by record): " + maps);
   }
+  for (const ReportBpfProgram& p : m.bpf_programs) {
+    if (p.samples == 0) continue;  // the JSON lists every program
+    std::string lines;
+    constexpr size_t kShown = 3;
+    for (size_t i = 0; i < p.lines.size() && i < kShown; ++i)
+      lines += fmt::format("{}{}:{} ({})", i == 0 ? "" : ", ", p.lines[i].file, p.lines[i].line,
+                           p.lines[i].samples);
+    notes.push_back(fmt::format("BPF program {} {} (tag {}): {} samples{}", p.id,
+                                p.functions.empty() ? p.name : p.functions.front(), p.tag,
+                                p.samples,
+                                !p.has_lines      ? "; no line info"
+                                : lines.empty() ? ""
+                                                  : "; hottest lines: " + lines));
+  }
+  // Programs loaded and gone at once (libbpf's feature probes) are many
+  // on a busy machine: one line for them, one each for those that ran.
+  size_t quiet = 0;
+  const ReportBpfNotRead* example = nullptr;
+  for (const ReportBpfNotRead& n : m.bpf_not_read) {
+    if (n.samples == 0) {
+      ++quiet;
+      if (example == nullptr) example = &n;
+      continue;
+    }
+    notes.push_back(fmt::format("BPF program {} (tag {}): {} samples, not described: {} (they "
+                                "keep the kernel's name for the code, without lines)",
+                                n.id, n.tag, n.samples, n.reason));
+  }
+  if (quiet != 0) {
+    notes.push_back(fmt::format("BPF programs not described, without samples: {} ({}{})", quiet,
+                                example->reason, quiet > 1 ? ", and others" : ""));
+  }
   if (!m.perf_maps_refused.empty()) {
     constexpr size_t kShown = 4;
     std::string refused;
@@ -280,6 +312,18 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                         {"build_id", mp.build_id.Hex()},
                         {"source", BuildIdSourceName(mp.source)}});
   }
+  json bpf_programs = json::array();
+  for (const ReportBpfProgram& p : m.bpf_programs) {
+    json lines = json::array();
+    for (const ReportBpfLine& l : p.lines)
+      lines.push_back({{"file", l.file}, {"line", l.line}, {"samples", l.samples}});
+    bpf_programs.push_back({{"id", p.id}, {"tag", p.tag}, {"name", p.name},
+                            {"functions", p.functions}, {"samples", p.samples},
+                            {"has_lines", p.has_lines}, {"lines", lines}});
+  }
+  json bpf_not_read = json::array();
+  for (const ReportBpfNotRead& n : m.bpf_not_read)
+    bpf_not_read.push_back({{"id", n.id}, {"tag", n.tag}, {"reason", n.reason}, {"samples", n.samples}});
   json symbol_files = json::array();
   for (const SymbolFile& f : m.symbol_files) {
     symbol_files.push_back({{"build_id", f.build_id.Hex()},
@@ -369,6 +413,8 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"mappings", mappings},
                 {"perf_maps", perf_maps},
                 {"perf_maps_refused", perf_maps_refused},
+                {"bpf_programs", bpf_programs},
+                {"bpf_not_read", bpf_not_read},
                 {"symbol_files", symbol_files}}},
               {"controls", controls},
               {"events", events}};

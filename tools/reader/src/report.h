@@ -259,6 +259,33 @@ struct PerfMapSummary {
   bool incomplete_last_line = false;
 };
 
+// A BPF program the capture describes (bpf_progs.h), with the samples its
+// JITed functions took and, where it has line info, the source lines they
+// were on.
+struct ReportBpfLine {
+  std::string file;
+  uint32_t line = 0;
+  uint64_t samples = 0;
+};
+struct ReportBpfProgram {
+  uint32_t id = 0;
+  std::string tag;   // hex
+  std::string name;
+  std::vector<std::string> functions;  // their KSYMBOL names
+  uint64_t samples = 0;                // of every event, whatever the filters
+  bool has_lines = false;              // the capture has its line info and BTF
+  std::vector<ReportBpfLine> lines;    // most samples first
+};
+// A BPF program seen loaded whose description the capture lacks.
+struct ReportBpfNotRead {
+  uint32_t id = 0;
+  std::string tag;  // hex; empty when not known
+  std::string reason;
+  // Samples in functions named with its tag (its main function's; its
+  // subprograms' tags are in the description it lacks).
+  uint64_t samples = 0;
+};
+
 struct ReportModel {
   std::string mode;
   uint64_t samples = 0;
@@ -281,6 +308,9 @@ struct ReportModel {
   // The JIT maps record took, by pid, and the files it refused to read.
   std::vector<PerfMapSummary> perf_maps;
   std::vector<PerfMapRefusal> perf_maps_refused;
+  // BPF programs described, by id; those that could not be.
+  std::vector<ReportBpfProgram> bpf_programs;
+  std::vector<ReportBpfNotRead> bpf_not_read;
   // Rows of every event, event by event (in the order of `events`), each
   // event's sorted by overhead.
   std::vector<ReportRow> rows;

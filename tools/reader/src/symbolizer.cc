@@ -24,7 +24,7 @@ std::string Demangle(const std::string& name) {
 const SymbolTable* Symbolizer::TableFor(const MappedObject& object) {
   if (auto it = tables_.find(&object); it != tables_.end()) return it->second;
   const SymbolTable* table = nullptr;
-  if (object.build_id.empty()) {
+  if (object.build_id.empty() || object.ksymbol) {
     table = nullptr;
   } else if (object.kernel_module) {
     table = store_.ModuleSymbols(object.build_id, KernelModuleName(object.path));
@@ -83,6 +83,11 @@ const Symbolizer::Symbol& Symbolizer::Lookup(const MappedObject& object, uint64_
     return cache_.emplace(key, symbol).first->second;
   }
   if (object.jit_pid >= 0) return cache_.emplace(key, LookupJit(object, offset)).first->second;
+  if (object.ksymbol) {
+    // The kernel named this code when it put it there, over its whole
+    // range: that name is its symbol (a BPF program's carries its tag).
+    return cache_.emplace(key, Symbol{&Intern(object.path), SymbolStatus::kFound}).first->second;
+  }
   Symbol symbol{nullptr, SymbolStatus::kFound};
   const SymbolTable* table = TableFor(object);
   if (table != nullptr) {

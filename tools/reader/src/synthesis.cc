@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -89,6 +90,43 @@ void Enricher::SynthesizeKernel() {
     module.build_id = id;
     module.symbols.clear();
     start_modules_.push_back(std::move(module));
+  }
+}
+
+void Enricher::SynthesizeBpfPrograms() {
+  if (options_.bpf_programs == nullptr) return;
+  std::string error;
+  const std::vector<uint32_t> ids = ListBpfPrograms(&error);
+  if (!error.empty()) {
+    options_.bpf_programs->NotRead({0, {}, "programs loaded before the capture: " + error});
+    return;
+  }
+  for (uint32_t id : ids) {
+    // A program unloaded since it was listed ran before the capture: it
+    // is not noted as missing.
+    const BpfProgram* read = ReadBpfProgramNow(id, nullptr);
+    if (read == nullptr) continue;
+    const BpfProgram& p = *read;
+    for (size_t i = 0; i < p.functions.size(); ++i) {
+      const std::string name = options_.bpf_programs->FunctionName(p, i);
+      KsymbolRecord k;
+      k.addr = p.functions[i].addr;
+      k.len = p.functions[i].len;
+      k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
+      k.name = name;
+      k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_cpu = true;
+      k.sample_id.pid = kKernelPid;
+      next_.OnRecord(EncodeKsymbol(k, options_.format));
+      ++stats_.synthesized;
+    }
+    BpfEventRecord b;
+    b.type = PERF_BPF_EVENT_PROG_LOAD;
+    b.id = p.id;
+    std::memcpy(b.tag, p.tag.data(), sizeof(b.tag));
+    b.sample_id.has_tid = b.sample_id.has_time = b.sample_id.has_cpu = true;
+    b.sample_id.pid = kKernelPid;
+    next_.OnRecord(EncodeBpfEvent(b, options_.format));
+    ++stats_.synthesized;
   }
 }
 

@@ -110,6 +110,11 @@ build() {
 	$CC $CFLAGS -o "$W/remap" "$HERE/e2e/remap.c" -L"$W/lib" -le2e -Wl,-rpath,"$W/lib"
 	$CC $CFLAGS -o "$W/jit" "$HERE/e2e/jit.c"
 	$CC $CFLAGS -pthread -o "$W/events" "$HERE/e2e/events.c"
+	$CC $CFLAGS -o "$W/bpf_load" "$HERE/e2e/bpf_load.c" -lbpf
+	for v in 1 2 3; do
+		clang -O2 -g -target bpf -DVARIANT=$v -I/usr/include/"$(gcc -print-multiarch)" \
+			-c "$HERE/e2e/bpf_hot.bpf.c" -o "$W/bpf_$v.o"
+	done
 }
 
 t_record_command_finds_symbols() {
@@ -722,6 +727,94 @@ t_pid_whose_main_thread_exited() {
 	json_check "$W/zombie.json" "all(m['build_id'] in ('$ID2', '') for m in d['capture']['mappings'] if m['path'] == '$W/v2.so')"
 	json_check "$W/zombie.json" "any(m['build_id'] == '$ID2' and m['source'] == 'map_files' for m in d['capture']['mappings'] if m['path'] == '$W/v2.so')"
 	python3 -c "import json,sys; d=json.load(open(sys.argv[1])); m=[m for m in d['capture']['mappings'] if m['path'] == sys.argv[2]]; print('NOTE: %d of %d mappings of v2.so read before they were gone' % (sum(1 for x in m if x['build_id']), len(m)))" "$W/zombie.json" "$W/v2.so"
+}
+
+t_bpf_programs_by_tag() {
+	# BPF programs loaded, run and unloaded during one capture, one after
+	# another at the same spot (a socket's filter): each one's samples are
+	# on its own functions, named "bpf_prog_<tag>_<name>" with the tag as
+	# the build-id, and on its source lines, which record read while it was
+	# loaded.  A third runs while the recorder is stopped and is gone
+	# before it can be read: its samples keep the kernel's name for its
+	# code, and the report says it could not be described.
+	cat >"$W/bpf.sh" <<-'EOF'
+		set -e
+		"$1" "$2" 300 "$3" 300 >"$5"
+		kill -STOP $PPID  # the recorder: the command's parent
+		"$1" "$4" 200 >>"$5"
+		"$1" --gone "$(awk '$2 == "e2e_bpf_c" {print $4}' "$5")"
+		kill -CONT $PPID
+	EOF
+	local rc=0
+	"$READER_BIN" record -q -F 2000 -o "$W/bpf.data" --no-buildid-cache -- \
+		sh "$W/bpf.sh" "$W/bpf_load" "$W/bpf_1.o" "$W/bpf_2.o" "$W/bpf_3.o" "$W/bpf.out" || rc=$?
+	cat "$W/bpf.out"
+	[ $rc -eq 0 ] || fail "record exited $rc"
+	"$READER_BIN" report -i "$W/bpf.data" --format json >"$W/bpf.json"
+	"$READER_BIN" report -i "$W/bpf.data" >"$W/bpf.txt"
+	grep '^# BPF' "$W/bpf.txt" || true
+	python3 - "$W/bpf.json" "$W/bpf.out" <<'PY' || fail "BPF programs misattributed"
+import json, sys
+d = json.load(open(sys.argv[1]))
+loaded = {}  # name -> (id, tag), as the loader saw them
+for line in open(sys.argv[2]):
+    w = line.split()
+    if w[0] == "loaded":
+        loaded[w[1]] = (int(w[3]), w[5])
+ok = True
+def check(cond, what):
+    global ok
+    if not cond:
+        print("check failed:", what)
+        ok = False
+progs = {p["id"]: p for p in d["capture"]["bpf_programs"]}
+not_read = {n["id"]: n for n in d["capture"]["bpf_not_read"]}
+bpf_rows = [r for r in d["rows"] if r["source"] == "bpf"]
+for r in bpf_rows:
+    # The tag in the build-id column is the one in the kernel's name.
+    check(r["symbol"] == r["path"] and r["symbol"].startswith("bpf_prog_" + r["build_id"] + "_"),
+          "row %s has build-id %s" % (r["symbol"], r["build_id"]))
+for name in ("e2e_bpf_a", "e2e_bpf_b"):
+    pid, tag = loaded[name]
+    step = "e2e_%s_step" % name[-1]
+    p = progs.get(pid)
+    check(p is not None, "%s (id %d) not described" % (name, pid))
+    if p is None:
+        continue
+    check(p["tag"] == tag and p["name"] == name, "%s: described as %s %s" % (name, p["tag"], p["name"]))
+    check(p["functions"][0] == "bpf_prog_%s_%s" % (tag, name) and
+          any(f.endswith("_" + step) for f in p["functions"]), "%s: functions %s" % (name, p["functions"]))
+    mine = sum(r["samples"] for r in bpf_rows if r["symbol"] in p["functions"])
+    check(mine > 0 and p["samples"] == mine, "%s: %d samples in its rows, %d described" % (name, mine, p["samples"]))
+    check(p["has_lines"] and p["lines"] and
+          all(l["file"].endswith("/bpf_hot.bpf.c") and l["line"] > 0 for l in p["lines"]),
+          "%s: lines %s" % (name, p["lines"]))
+    # The other program's functions never carry this one's samples: every
+    # row named with a tag is that program's.
+    other = "e2e_bpf_b" if name == "e2e_bpf_a" else "e2e_bpf_a"
+    check(not any(r["symbol"].endswith("_" + other) and r["build_id"] == tag for r in bpf_rows),
+          "%s's tag on %s" % (name, other))
+cid, ctag = loaded["e2e_bpf_c"]
+check(cid not in progs, "e2e_bpf_c was read while the recorder was stopped")
+n = not_read.get(cid)
+check(n is not None and n["tag"] == ctag and "unloaded before it could be read" in n["reason"],
+      "e2e_bpf_c not said to be undescribed: %s" % n)
+c_rows = [r for r in bpf_rows if r["symbol"] == "bpf_prog_%s_e2e_bpf_c" % ctag]
+check(n is None or n["samples"] == sum(r["samples"] for r in c_rows), "e2e_bpf_c's samples: %s" % n)
+c_any = [r for r in bpf_rows if "e2e_c_step" in r["symbol"] or r["symbol"].endswith("_e2e_bpf_c")]
+check(sum(r["samples"] for r in c_any) > 0, "no samples in e2e_bpf_c's code")
+sys.exit(0 if ok else 1)
+PY
+	grep -q "^# BPF program $(awk '$2 == "e2e_bpf_c" {print $4}' "$W/bpf.out") (tag .*not described" "$W/bpf.txt" ||
+		fail "the text report does not say e2e_bpf_c was not described"
+	# perf reads the descriptions (HEADER_BPF_PROG_INFO, HEADER_BPF_BTF).
+	if [ -z "${E2E_EXPECT_MODE:-}" ] || [ "$E2E_EXPECT_MODE" != mmap3 ]; then
+		perf report -i "$W/bpf.data" --header-only >"$W/bpf.header" 2>&1 || true
+		for name in e2e_bpf_a e2e_bpf_b; do
+			grep -q "^# bpf_prog_info $(awk -v n=$name '$2 == n {print $4}' "$W/bpf.out"):" "$W/bpf.header" ||
+				{ grep -i bpf "$W/bpf.header"; fail "perf does not read $name's description"; }
+		done
+	fi
 }
 
 t_vdso_is_symbolized() {
@@ -1805,7 +1898,8 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_report_controls_match_perf t_script_matches_perf_script t_buildid_list_matches_perf
        t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
-       t_pid_whose_main_thread_exited t_vdso_is_symbolized t_kernel_symbols_from_the_capture
+       t_pid_whose_main_thread_exited t_bpf_programs_by_tag t_vdso_is_symbolized
+       t_kernel_symbols_from_the_capture
        t_hidden_kallsyms_gives_no_kernel_symbols
        t_startup_with_many_processes_drains_meanwhile t_startup_remap_before_the_read
        t_ctrl_c_drains_and_writes t_control_stop_ends_the_capture t_command_exit_status_is_passed_on t_errors_are_clear

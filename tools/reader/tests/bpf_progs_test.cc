@@ -1,0 +1,382 @@
+#include "bpf_progs.h"
+
+#include <bpf/btf.h>
+#include <gtest/gtest.h>
+#include <linux/bpf.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fixtures.h"
+#include "perf_data.h"
+#include "profile.h"
+#include "record_writer.h"
+#include "symbolizer.h"
+
+namespace mmap3 {
+namespace {
+
+using testing::TempDir;
+
+const SampleFormat kFormat{PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
+                               PERF_SAMPLE_PERIOD,
+                           0, true};
+
+constexpr BpfTag kMain = {0x64, 0x4f, 0x69, 0x79, 0xc2, 0xfa, 0xcc, 0xb2};
+constexpr BpfTag kMainAlone = {0x9f, 0x37, 0xc7, 0x8d, 0x6b, 0x70, 0xeb, 0xdc};
+constexpr BpfTag kStep = {0x31, 0x6b, 0x7a, 0x36, 0x25, 0xc5, 0xee, 0x7a};
+constexpr BpfTag kOther = {0x46, 0xeb, 0xaf, 0x52, 0xe2, 0xf2, 0x07, 0x89};
+
+std::vector<uint8_t> Ksym(uint64_t addr, uint32_t len, const std::string& name, bool unregister,
+                          uint64_t time) {
+  KsymbolRecord k;
+  k.addr = addr;
+  k.len = len;
+  k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
+  k.unregister = unregister;
+  k.name = name;
+  k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_cpu = true;
+  k.sample_id.pid = k.sample_id.tid = kKernelPid;
+  k.sample_id.time = time;
+  return EncodeKsymbol(k, kFormat);
+}
+
+TEST(BpfTagTest, ReadFromTheKernelsNames) {
+  EXPECT_EQ(BpfTagOfSymbol("bpf_prog_644f6979c2faccb2_e2e_bpf_a"), kMain);
+  EXPECT_EQ(BpfTagOfSymbol("bpf_prog_644f6979c2faccb2"), kMain);  // a program without a name
+  EXPECT_EQ(BpfTagHex(kMain), "644f6979c2faccb2");
+  EXPECT_FALSE(BpfTagOfSymbol("bpf_prog_644f6979c2faccb"));       // 15 digits
+  EXPECT_FALSE(BpfTagOfSymbol("bpf_prog_644f6979c2faccb2x"));     // no "_" after the tag
+  EXPECT_FALSE(BpfTagOfSymbol("bpf_prog_644F6979c2faccb2_a"));    // the kernel writes lower case
+  EXPECT_FALSE(BpfTagOfSymbol("bpf_trampoline_6442522727"));
+  EXPECT_FALSE(BpfTagOfSymbol("bpf_dispatcher_xdp"));
+}
+
+// A program as the kernel describes one: a main function at 0x1000 (0x100
+// bytes) and a subprogram at 0x2000 (0x40 bytes, named "e2e_step" in its
+// BTF), lines at 0x1000 (prog.c:10), 0x1080 (prog.c:11) and 0x2010
+// (step.c:20).  The arrays live in the object, as the kernel's output
+// lives in the caller's buffers.
+struct KernelInfo {
+  bpf_prog_info info{};
+  std::vector<uint64_t> ksyms = {0x1000, 0x2000};
+  std::vector<uint32_t> lens = {0x100, 0x40};
+  std::vector<uint8_t> tags;
+  std::vector<bpf_func_info> funcs;
+  std::vector<bpf_line_info> lines;
+  std::vector<uint64_t> jited_lines = {0x1000, 0x1080, 0x2010};
+  std::vector<uint8_t> insns = std::vector<uint8_t>(0x140, 0xcc);
+  std::vector<uint8_t> btf_raw;
+  uint32_t btf_id = 7;
+
+  KernelInfo() {
+    struct btf* btf = btf__new_empty();
+    const int prog_c = btf__add_str(btf, "/src/prog.c");
+    const int step_c = btf__add_str(btf, "/src/step.c");
+    const int proto = btf__add_func_proto(btf, 0);
+    const int main_fn = btf__add_func(btf, "e2e_main", BTF_FUNC_GLOBAL, proto);
+    const int step_fn = btf__add_func(btf, "e2e_step", BTF_FUNC_STATIC, proto);
+    __u32 size = 0;
+    const auto* raw = static_cast<const uint8_t*>(btf__raw_data(btf, &size));
+    btf_raw.assign(raw, raw + size);
+    btf__free(btf);
+    funcs = {{0, static_cast<uint32_t>(main_fn)}, {40, static_cast<uint32_t>(step_fn)}};
+    lines = {{0, static_cast<uint32_t>(prog_c), 0, 10u << 10 | 3},
+             {8, static_cast<uint32_t>(prog_c), 0, 11u << 10 | 5},
+             {41, static_cast<uint32_t>(step_c), 0, 20u << 10 | 1}};
+    tags.insert(tags.end(), kMainAlone.begin(), kMainAlone.end());
+    tags.insert(tags.end(), kStep.begin(), kStep.end());
+
+    info.id = 42;
+    std::memcpy(info.tag, kMain.data(), 8);
+    std::strcpy(info.name, "e2e_bpf_a");
+    info.btf_id = btf_id;
+    info.jited_prog_len = static_cast<uint32_t>(insns.size());
+    info.jited_prog_insns = Ptr(insns.data());
+    info.nr_jited_ksyms = 2;
+    info.jited_ksyms = Ptr(ksyms.data());
+    info.nr_jited_func_lens = 2;
+    info.jited_func_lens = Ptr(lens.data());
+    info.nr_prog_tags = 2;
+    info.prog_tags = Ptr(tags.data());
+    info.nr_func_info = 2;
+    info.func_info_rec_size = sizeof(bpf_func_info);
+    info.func_info = Ptr(funcs.data());
+    info.nr_line_info = 3;
+    info.line_info_rec_size = sizeof(bpf_line_info);
+    info.line_info = Ptr(lines.data());
+    info.nr_jited_line_info = 3;
+    info.jited_line_info_rec_size = 8;
+    info.jited_line_info = Ptr(jited_lines.data());
+  }
+  static __u64 Ptr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+};
+
+BpfPrograms Programs(const KernelInfo& k) {
+  auto p = BpfProgramFromInfo(&k.info, sizeof(k.info));
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  BpfPrograms progs;
+  progs.AddBtf(k.btf_id, k.btf_raw);
+  if (p.ok()) progs.Add(std::move(*p));
+  return progs;
+}
+
+// What a lookup of every interesting address gives, as text.
+std::string Lines(const BpfPrograms& progs) {
+  std::string out;
+  for (uint64_t addr : {0x0fffull, 0x1000ull, 0x107full, 0x1080ull, 0x10ffull, 0x1100ull, 0x2000ull,
+                        0x200full, 0x2010ull, 0x203full, 0x2040ull}) {
+    for (const BpfTag& tag : {kMain, kStep}) {
+      const BpfProgram* p = progs.Find(tag, addr);
+      if (p == nullptr) continue;
+      auto l = progs.LineOf(*p, addr);
+      out += fmt::format("{:#x}:{}:{} ", addr, BpfTagHex(tag).substr(0, 4),
+                         l ? fmt::format("{}:{}", *l->file, l->line) : "-");
+    }
+  }
+  return out;
+}
+
+TEST(BpfProgramsTest, FunctionsCarryTheTagsOfTheirKernelNames) {
+  KernelInfo k;
+  BpfPrograms progs = Programs(k);
+  ASSERT_EQ(progs.programs().size(), 1u);
+  const BpfProgram& p = progs.programs()[0];
+  EXPECT_EQ(p.id, 42u);
+  EXPECT_EQ(p.name, "e2e_bpf_a");
+  ASSERT_EQ(p.functions.size(), 2u);
+  // The main function is the program: the kernel names it with the
+  // program's tag, not with prog_tags[0] (its instructions alone).
+  EXPECT_EQ(p.functions[0].tag, kMain);
+  EXPECT_EQ(p.functions[1].tag, kStep);
+  EXPECT_EQ(progs.FunctionName(p, 0), "bpf_prog_644f6979c2faccb2_e2e_main");
+  EXPECT_EQ(progs.FunctionName(p, 1), "bpf_prog_316b7a3625c5ee7a_e2e_step");
+}
+
+TEST(BpfProgramsTest, ALineIsServedOnlyInsideItsFunctionAndOnlyForItsTag) {
+  KernelInfo k;
+  // 0x0fff, 0x1100 and 0x2040 are outside both functions; 0x2000 is in
+  // the subprogram before its first line (not prog.c:11, the main
+  // function's last); the main tag never finds the subprogram's code.
+  EXPECT_EQ(Lines(Programs(k)),
+            "0x1000:644f:/src/prog.c:10 0x107f:644f:/src/prog.c:10 0x1080:644f:/src/prog.c:11 "
+            "0x10ff:644f:/src/prog.c:11 0x2000:316b:- 0x200f:316b:- 0x2010:316b:/src/step.c:20 "
+            "0x203f:316b:/src/step.c:20 ");
+  EXPECT_EQ(Programs(k).Find(kOther, 0x1000), nullptr);
+}
+
+TEST(BpfProgramsTest, PerfsSectionsRoundTrip) {
+  KernelInfo k;
+  BpfPrograms progs = Programs(k);
+  const std::vector<uint8_t> info = progs.ProgInfoFeature(), btf = progs.BtfFeature();
+  // perf's layout: a count, then info_len, data_len, arrays, the struct
+  // (array pointers as offsets into the data that follows) and the data.
+  ASSERT_GE(info.size(), 4 + 16 + sizeof(bpf_prog_info));
+  uint32_t count, info_len;
+  std::memcpy(&count, info.data(), 4);
+  std::memcpy(&info_len, info.data() + 4, 4);
+  EXPECT_EQ(count, 1u);
+  EXPECT_EQ(info_len, sizeof(bpf_prog_info));
+  bpf_prog_info written;
+  std::memcpy(&written, info.data() + 20, sizeof(written));
+  EXPECT_EQ(written.jited_prog_insns, 0u);  // the first array, at offset 0
+  EXPECT_LT(written.jited_ksyms, 0x1000u);  // an offset, not the caller's pointer
+  EXPECT_EQ(written.xlated_prog_len, 0u);   // not kept
+
+  uint64_t bad = 0;
+  BpfPrograms back = BpfPrograms::FromFeatures(info, btf, &bad);
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(Lines(back), Lines(progs));
+  ASSERT_EQ(back.programs().size(), 1u);
+  EXPECT_EQ(back.programs()[0].perf_entry, progs.programs()[0].perf_entry);
+  EXPECT_EQ(back.FunctionName(back.programs()[0], 1), "bpf_prog_316b7a3625c5ee7a_e2e_step");
+
+  // Through a file, beside the other sections.
+  TempDir dir;
+  const std::string path = dir.File("bpf.data");
+  {
+    PerfFileAttr a;
+    a.attr.size = sizeof(a.attr);
+    a.attr.sample_type = kFormat.sample_type;
+    auto w = PerfDataWriter::Create(path, {a});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Write(Ksym(0x1000, 0x100, "bpf_prog_644f6979c2faccb2", false, 1)).ok());
+    ASSERT_TRUE(w->Finish({}, "{}", {{kFeatureBpfBtf, btf}, {kFeatureBpfProgInfo, info}}).ok());
+  }
+  auto r = PerfDataReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->HasFeature(kFeatureBpfProgInfo));
+  EXPECT_EQ(std::vector<uint8_t>(r->feature(kFeatureBpfProgInfo).begin(),
+                                 r->feature(kFeatureBpfProgInfo).end()),
+            info);
+  EXPECT_EQ(std::vector<uint8_t>(r->feature(kFeatureBpfBtf).begin(), r->feature(kFeatureBpfBtf).end()),
+            btf);
+  EXPECT_EQ(r->meta_json(), "{}");
+}
+
+TEST(BpfProgramsTest, MalformedSectionsDescribeNothing) {
+  KernelInfo k;
+  BpfPrograms progs = Programs(k);
+  const std::vector<uint8_t> info = progs.ProgInfoFeature(), btf = progs.BtfFeature();
+  uint64_t bad = 0;
+  // An array beyond its entry's data block.
+  std::vector<uint8_t> far = info;
+  bpf_prog_info written;
+  std::memcpy(&written, far.data() + 20, sizeof(written));
+  written.jited_line_info = 1u << 20;
+  std::memcpy(far.data() + 20, &written, sizeof(written));
+  EXPECT_TRUE(BpfPrograms::FromFeatures(far, btf, &bad).programs().empty());
+  EXPECT_EQ(bad, 1u);
+  // An array the mask says is not there.
+  std::vector<uint8_t> unmasked = info;
+  uint64_t arrays;
+  std::memcpy(&arrays, unmasked.data() + 12, 8);
+  arrays &= ~(uint64_t{1} << 6);  // line_info
+  std::memcpy(unmasked.data() + 12, &arrays, 8);
+  bad = 0;
+  EXPECT_TRUE(BpfPrograms::FromFeatures(unmasked, btf, &bad).programs().empty());
+  EXPECT_EQ(bad, 1u);
+  // Counts that promise more entries than there are; a cut BTF section.
+  for (size_t cut : {size_t{5}, size_t{30}, info.size() - 1}) {
+    bad = 0;
+    EXPECT_TRUE(BpfPrograms::FromFeatures(Bytes(info.data(), cut), {}, &bad).programs().empty());
+    EXPECT_EQ(bad, 1u) << cut;
+  }
+  bad = 0;
+  BpfPrograms no_btf = BpfPrograms::FromFeatures(info, Bytes(btf.data(), btf.size() - 1), &bad);
+  EXPECT_EQ(bad, 1u);
+  // The program is still described; its lines cannot be named.
+  ASSERT_EQ(no_btf.programs().size(), 1u);
+  EXPECT_FALSE(no_btf.LineOf(no_btf.programs()[0], 0x1000));
+  // A BTF that is not BTF names nothing either.
+  BpfPrograms garbage;
+  garbage.AddBtf(k.btf_id, std::vector<uint8_t>(64, 0x5a));
+  auto p = BpfProgramFromInfo(&k.info, sizeof(k.info));
+  ASSERT_TRUE(p.ok());
+  garbage.Add(std::move(*p));
+  EXPECT_FALSE(garbage.LineOf(garbage.programs()[0], 0x1000));
+  EXPECT_EQ(garbage.FunctionName(garbage.programs()[0], 1), "bpf_prog_316b7a3625c5ee7a");
+}
+
+TEST(BpfProgramsTest, InconsistentKernelDescriptionsAreRefused) {
+  KernelInfo k;
+  k.info.nr_jited_func_lens = 1;
+  EXPECT_FALSE(BpfProgramFromInfo(&k.info, sizeof(k.info)).ok());
+  KernelInfo l;
+  l.info.nr_jited_line_info = 2;
+  EXPECT_FALSE(BpfProgramFromInfo(&l.info, sizeof(l.info)).ok());
+}
+
+TEST(BpfRecordTest, KsymbolAndBpfEventRoundTrip) {
+  KsymbolRecord k;
+  k.addr = 0xffffffffc0025b90;
+  k.len = 166;
+  k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
+  k.unregister = true;
+  k.name = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
+  k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_cpu = true;
+  k.sample_id.time = 77;
+  Record r;
+  ASSERT_EQ(DecodeRecord(EncodeKsymbol(k, kFormat), kFormat, &r), DecodeStatus::kOk);
+  const KsymbolRecord& kd = std::get<KsymbolRecord>(r);
+  EXPECT_EQ(kd.addr, k.addr);
+  EXPECT_EQ(kd.len, k.len);
+  EXPECT_EQ(kd.ksym_type, k.ksym_type);
+  EXPECT_TRUE(kd.unregister);
+  EXPECT_EQ(kd.name, k.name);
+  EXPECT_EQ(kd.sample_id.time, 77u);
+
+  BpfEventRecord b;
+  b.type = PERF_BPF_EVENT_PROG_LOAD;
+  b.id = 118;
+  std::memcpy(b.tag, kMain.data(), 8);
+  std::vector<uint8_t> bytes = EncodeBpfEvent(b, kFormat);
+  ASSERT_EQ(DecodeRecord(bytes, kFormat, &r), DecodeStatus::kOk);
+  const BpfEventRecord& bd = std::get<BpfEventRecord>(r);
+  EXPECT_EQ(bd.type, PERF_BPF_EVENT_PROG_LOAD);
+  EXPECT_EQ(bd.id, 118u);
+  EXPECT_EQ(std::memcmp(bd.tag, kMain.data(), 8), 0);
+  // Cut short: refused, never read past the record.
+  bytes.resize(16);
+  reinterpret_cast<perf_event_header*>(bytes.data())->size = 16;
+  EXPECT_NE(DecodeRecord(bytes, kFormat, &r), DecodeStatus::kOk);
+  // A name without its terminating NUL.
+  std::vector<uint8_t> ks = EncodeKsymbol(k, SampleFormat{});
+  std::fill(ks.begin() + sizeof(perf_event_header) + 16, ks.end(), 'x');
+  EXPECT_EQ(DecodeRecord(ks, SampleFormat{}, &r), DecodeStatus::kMalformed);
+}
+
+std::vector<uint8_t> KernelSample(uint64_t ip, uint64_t time) {
+  SampleRecord s;
+  s.misc = PERF_RECORD_MISC_KERNEL;
+  s.pid = s.tid = 9;
+  s.ip = ip;
+  s.time = time;
+  return EncodeSample(s, {}, kFormat);
+}
+
+TEST(BpfAttributionTest, AddressesReusedByTheNextProgramNeverNameTheOldOne) {
+  // A at 0x1000, unloaded; for a while nothing is there; then B at the
+  // same address.  Each sample goes to what was there when it was taken.
+  const std::string a = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
+  const std::string b = "bpf_prog_46ebaf52e2f20789_e2e_bpf_b";
+  Profile p{ProfileOptions{}};
+  p.SetFormat(kFormat);
+  p.Process(Ksym(0x1000, 0x100, a, false, 1));
+  p.Process(KernelSample(0x1010, 2));
+  p.Process(KernelSample(0x1010, 3));
+  p.Process(Ksym(0x1000, 0x100, a, true, 4));
+  p.Process(KernelSample(0x1010, 5));
+  p.Process(Ksym(0x1000, 0x80, b, false, 6));
+  p.Process(KernelSample(0x1010, 7));
+  p.Process(KernelSample(0x1090, 8));  // beyond B's 0x80 bytes: not A's either
+
+  // Both descriptions cover 0x1000: only the tag tells them apart.
+  BpfPrograms progs;
+  for (auto [id, tag, name] : {std::tuple{1u, kMain, "e2e_bpf_a"}, std::tuple{2u, kOther, "e2e_bpf_b"}}) {
+    bpf_prog_info info{};
+    info.id = id;
+    std::memcpy(info.tag, tag.data(), 8);
+    std::strcpy(info.name, name);
+    uint64_t ksym = 0x1000;
+    uint32_t len = id == 1 ? 0x100 : 0x80;
+    info.nr_jited_ksyms = info.nr_jited_func_lens = 1;
+    info.jited_ksyms = reinterpret_cast<uintptr_t>(&ksym);
+    info.jited_func_lens = reinterpret_cast<uintptr_t>(&len);
+    auto prog = BpfProgramFromInfo(&info, sizeof(info));
+    ASSERT_TRUE(prog.ok());
+    progs.Add(std::move(*prog));
+  }
+  SymbolSearch search;
+  search.kernel_notes = "/nonexistent";
+  DsoStore store(search);
+  Symbolizer sym(store);
+  ReportModel m = p.BuildReport(sym, "t");
+  p.DescribeBpfPrograms(progs, m);
+  std::map<std::string, uint64_t> by_symbol;
+  for (const ReportRow& r : m.rows) {
+    by_symbol[r.symbol] += r.samples;
+    if (r.symbol == a || r.symbol == b) {
+      EXPECT_EQ(r.source, BuildIdSource::kBpf);
+      EXPECT_EQ(r.build_id.Hex(), r.symbol.substr(9, 16));
+    }
+  }
+  EXPECT_EQ(by_symbol[a], 2u);
+  EXPECT_EQ(by_symbol[b], 1u);
+  // The sample between the two and the one past B's end: the kernel's,
+  // with no symbol.
+  uint64_t rest = 0;
+  for (const ReportRow& r : m.rows)
+    if (r.symbol != a && r.symbol != b) {
+      EXPECT_NE(r.symbol_status, SymbolStatus::kFound) << r.symbol;
+      rest += r.samples;
+    }
+  EXPECT_EQ(rest, 2u);
+  ASSERT_EQ(m.bpf_programs.size(), 2u);
+  EXPECT_EQ(m.bpf_programs[0].samples, 2u);
+  EXPECT_EQ(m.bpf_programs[1].samples, 1u);
+}
+
+}  // namespace
+}  // namespace mmap3
