@@ -203,6 +203,20 @@ void BpfPrograms::AddBtf(uint32_t id, std::vector<uint8_t> raw) {
   btf_raw_.try_emplace(id, std::move(raw));
 }
 
+const BpfProgram* BpfPrograms::ById(uint32_t id) const {
+  for (const BpfProgram& p : programs_)
+    if (p.id == id) return &p;
+  return nullptr;
+}
+
+std::string BpfPrograms::LinesMissing(const BpfProgram& p) const {
+  if (p.lines.empty()) return "the program has no line info";
+  if (btf_raw_.count(p.btf_id) == 0)
+    return fmt::format("its BTF (id {}) is not in the capture", p.btf_id);
+  if (BtfOf(p.btf_id) == nullptr) return fmt::format("its BTF (id {}) does not parse", p.btf_id);
+  return "";
+}
+
 const BpfProgram* BpfPrograms::Find(const BpfTag& tag, uint64_t addr) const {
   for (const BpfProgram& p : programs_) {
     for (const BpfFunction& f : p.functions)
@@ -215,13 +229,18 @@ std::string BpfPrograms::FunctionName(const BpfProgram& p, size_t i) const {
   const BpfFunction& f = p.functions.at(i);
   std::string name = "bpf_prog_" + BpfTagHex(f.tag);
   if (f.btf_type_id != 0) {
+    // The kernel names it after its BTF; without the BTF we cannot.
     if (const Btf* btf = BtfOf(p.btf_id)) {
       const btf_type* t = btf__type_by_id(btf->btf, f.btf_type_id);
       const char* s = t != nullptr ? btf__name_by_offset(btf->btf, t->name_off) : nullptr;
       if (s != nullptr && *s != '\0') return name + "_" + s;
     }
+    return name;
   }
-  if (i == 0 && !p.name.empty()) return name + "_" + p.name;
+  // As the kernel names them without BTF: the program's name for the main
+  // function (nothing if it has none), "F" for each subprogram.
+  if (i != 0) return name + "_F";
+  if (!p.name.empty()) return name + "_" + p.name;
   return name;
 }
 
@@ -250,7 +269,8 @@ std::optional<BpfSourceLine> BpfPrograms::LineOf(const BpfProgram& p, uint64_t a
                              [](uint64_t a, const BpfProgram::Line& l) { return a < l.addr; });
   if (it == p.lines.begin()) return std::nullopt;
   --it;
-  if (it->addr < fn->addr) return std::nullopt;
+  // Line 0: code the compiler gave no line (a prologue, spills).
+  if (it->addr < fn->addr || it->line == 0) return std::nullopt;
   const Btf* btf = BtfOf(p.btf_id);
   if (btf == nullptr) return std::nullopt;
   auto key = std::make_pair(p.btf_id, it->file_name_off);

@@ -103,13 +103,20 @@ class BpfPrograms {
   const std::vector<BpfNotRead>& not_read() const { return not_read_; }
   bool empty() const { return programs_.empty() && not_read_.empty(); }
 
-  // The program one of whose JITed functions has `tag` and covers `addr`.
+  // The program with id `id`, or null.
+  const BpfProgram* ById(uint32_t id) const;
+  // The program one of whose JITed functions has `tag` and covers `addr`
+  // (the first such: addresses and tags are reused, see ById()).
   const BpfProgram* Find(const BpfTag& tag, uint64_t addr) const;
+  // Why the source lines of `program` cannot be named ("" if they can):
+  // it has no line info, or the capture lacks its BTF or cannot parse it.
+  std::string LinesMissing(const BpfProgram& program) const;
   // The name the kernel gives function `i` of `program` in KSYMBOL records
   // and kallsyms: "bpf_prog_<its tag>_<its BTF name, or the program's>".
   std::string FunctionName(const BpfProgram& program, size_t i) const;
   // The source line of `addr` in that program; nullopt if it has no lines
-  // there or their file name cannot be read.
+  // there (or line 0: code with no line) or their file name cannot be
+  // read.
   std::optional<BpfSourceLine> LineOf(const BpfProgram& program, uint64_t addr) const;
 
   // perf's feature sections (empty when there is nothing to write).

@@ -276,10 +276,6 @@ Status Capture::Run(CaptureSink& sink) {
   // The kernel text does not move: read it (all of /proc/kallsyms, tens of
   // milliseconds) before the buffers start filling.
   enricher.SynthesizeKernel();
-  // Then the BPF programs already loaded (records of those loaded from now
-  // on come from the kernel once the events are enabled; one loaded in
-  // between is in both, and read twice).
-  enricher.SynthesizeBpfPrograms();
   // Enable before synthesizing processes: a mapping created in between is
   // then reported by the kernel too, rather than by neither.  Synthesized
   // records carry the time from which what was read holds (0 for most:
@@ -287,11 +283,18 @@ Status Capture::Run(CaptureSink& sink) {
   if (options_.target != CaptureOptions::Target::kCommand) {
     if (Status s = events.EnableAll(); !s.ok()) return s;
     EventRings rings(events, enricher);
+    // The BPF programs loaded now, once the kernel reports their coming
+    // and going: one unloaded after it was listed has its unload in the
+    // capture; one loaded meanwhile is in both, read once.
+    if (events.bpf_untracked().empty()) enricher.SynthesizeBpfPrograms();
     enricher.SynthesizeProcesses(options_.target == CaptureOptions::Target::kSystemWide
                                      ? ListProcesses()
                                      : options_.pids,
                                  rings);
   } else {
+    // The command's events wait for its exec; the CPU-wide BPF side-band
+    // events do not (see capture_events.h).
+    if (events.bpf_untracked().empty()) enricher.SynthesizeBpfPrograms();
     enricher.OnRoundEnd();  // a command starts from exec: the kernel reports everything
   }
   // A sink that failed already (the records of the start could not be

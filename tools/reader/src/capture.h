@@ -93,6 +93,10 @@ class Capture {
   SampleFormat format() const { return events_->format(); }
   std::vector<uint64_t> event_ids(size_t event) const { return events_->ids(event); }
   std::vector<uint64_t> sideband_ids() const { return events_->sideband_ids(); }
+  const perf_event_attr& bpf_sideband_attr() const { return events_->bpf_sideband_attr(); }
+  std::vector<uint64_t> bpf_sideband_ids() const { return events_->bpf_sideband_ids(); }
+  // Why BPF programs are not followed in this capture ("" when they are).
+  const std::string& bpf_untracked() const { return events_->bpf_untracked(); }
   // Where the capture found build-ids itself (map_files, the vDSO).  Filled
   // during Run(); the object lives as long as the Capture.
   const SourceOverrides& overrides() const { return overrides_; }

@@ -95,6 +95,16 @@ std::vector<uint64_t> CaptureEvents::sideband_ids() const {
   return ids;
 }
 
+std::vector<uint64_t> CaptureEvents::bpf_sideband_ids() const {
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (event_of_[i] != kBpfSideband) continue;
+    auto id = events_[i].Id();
+    if (id.ok()) ids.push_back(*id);
+  }
+  return ids;
+}
+
 bool CaptureEvents::monotonic_clock() const {
   return sideband_attr_.use_clockid && sideband_attr_.clockid == CLOCK_MONOTONIC;
 }
@@ -125,7 +135,7 @@ bool CaptureEvents::SidebandNearlyFull() {
   bool full = false;
   for (size_t index : buffers_) {
     RingBuffer* ring = events_[index].ring();
-    if (event_of_[index] == kSideband && ring->Available() + kMaxRecordSize >= ring->data_size())
+    if (event_of_[index] < 0 && ring->Available() + kMaxRecordSize >= ring->data_size())
       full = true;
   }
   return full;
@@ -135,7 +145,7 @@ uint64_t CaptureEvents::LostRecords(bool sideband_only) const {
   uint64_t lost = 0;
   if (!read_lost_) return 0;
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (sideband_only && event_of_[i] != kSideband) continue;
+    if (sideband_only && event_of_[i] >= 0) continue;
     if (auto n = events_[i].LostSamples(); n.ok()) lost += *n;
   }
   return lost;
@@ -251,9 +261,10 @@ Status CaptureEvents::OpenAll(const EventOptions& options) {
   sb.task = 1;
   // BPF programs: their JITed functions as they come and go (KSYMBOL) and
   // their loads and unloads (BPF_EVENT, whose id lets the program be read
-  // while it exists).  Both since Linux 5.1.
-  sb.ksymbol = 1;
-  sb.bpf_event = 1;
+  // while it exists).  Both since Linux 5.1.  System-wide, on this event;
+  // otherwise on CPU-wide events of their own (see the header), and not
+  // here, where they would come twice.
+  sb.ksymbol = sb.bpf_event = options.scope == EventOptions::Scope::kSystemWide;
   switch (options.mode) {
     case CaptureMode::kMmap3: perf_mmap3_attr_set(&sb); break;  // supersedes mmap/mmap2
     case CaptureMode::kMmap2BuildId: sb.mmap2 = 1; sb.build_id = 1; break;
@@ -373,6 +384,46 @@ Status CaptureEvents::OpenAll(const EventOptions& options) {
   if (task_events_.empty() && may_vanish) return Status::FromErrno(ESRCH, "no task left to profile");
   if (events_.empty()) return Status::FromErrno(ESRCH, "no task left to profile");
   read_lost_ = (sb.read_format & kFormatLost) != 0;
+
+  // BPF programs for -p, -t and a command (see the top of the header):
+  // enabled from now on, whatever the task events wait for.
+  if (options.scope == EventOptions::Scope::kSystemWide && !sb.ksymbol) {
+    bpf_untracked_ = "the kernel has no KSYMBOL records (before Linux 5.1)";
+  } else if (options.scope != EventOptions::Scope::kSystemWide) {
+    perf_event_attr& b = bpf_sideband_attr_;
+    b = sb;
+    b.mmap = b.mmap2 = b.mmap_data = b.build_id = b.comm = b.comm_exec = b.task = 0;
+    perf_mmap3_attr_clear(&b);
+    b.ksymbol = b.bpf_event = 1;
+    b.inherit = 0;
+    b.enable_on_exec = 0;
+    b.disabled = 0;
+    std::vector<PerfEventFd> opened;
+    for (int cpu : online) {
+      auto fd = PerfEventFd::Open(b, -1, cpu);
+      if (!fd.ok()) {
+        const int e = fd.status().error_number();
+        bpf_untracked_ =
+            e == EACCES || e == EPERM
+                ? "a per-task capture follows them only with a CPU-wide side-band event, which "
+                  "needs CAP_PERFMON (or CAP_SYS_ADMIN, or kernel.perf_event_paranoid <= 0)"
+            : e == EINVAL ? "the kernel has no KSYMBOL records (before Linux 5.1)"
+                          : "a CPU-wide side-band event could not be opened: " + fd.status().ToString();
+        opened.clear();
+        break;
+      }
+      auto it = owner.find({cpu, true});
+      Status s = it != owner.end() ? fd->SetOutput(events_[it->second]) : fd->Map(kSidebandPages);
+      if (!s.ok()) return s;
+      if (it == owner.end()) owner[{cpu, true}] = events_.size() + opened.size();
+      opened.push_back(std::move(*fd));
+    }
+    for (PerfEventFd& fd : opened) {
+      if (fd.ring() != nullptr) buffers_.push_back(events_.size());
+      event_of_.push_back(kBpfSideband);
+      events_.push_back(std::move(fd));
+    }
+  }
   return {};
 }
 

@@ -5,7 +5,14 @@
 //   - the sampling events (cpu-clock unless others are asked for), all on
 //     one buffer per CPU, woken per quarter buffer (watermark);
 //   - a side-band dummy event carrying COMM/FORK/EXIT/MMAP*, woken per
-//     record, so mappings are handled while they still exist.
+//     record, so mappings are handled while they still exist, and KSYMBOL
+//     and BPF_EVENT (BPF programs);
+//   - for -p, -t and a command, a CPU-wide dummy event per CPU for KSYMBOL
+//     and BPF_EVENT alone, into that CPU's side-band buffer: a per-task
+//     event gets them only when the profiled task itself is running as a
+//     program comes or goes, and programs mostly go from RCU callbacks, in
+//     whatever task they interrupted (perf record opens such an event too).
+//     Without the privilege for it, BPF programs are not followed.
 // All use the same sample_type (with IDENTIFIER, which says which event a
 // sample is of), so one SampleFormat parses every record.
 //
@@ -83,6 +90,13 @@ class CaptureEvents {
   // task, or of the side-band event.
   std::vector<uint64_t> ids(size_t event) const;
   std::vector<uint64_t> sideband_ids() const;
+  // -p, -t, a command: the CPU-wide events that carry KSYMBOL and BPF_EVENT
+  // records (see OpenAll), their attr and ids (none: system-wide, or they
+  // could not be opened).
+  const perf_event_attr& bpf_sideband_attr() const { return bpf_sideband_attr_; }
+  std::vector<uint64_t> bpf_sideband_ids() const;
+  // Why BPF programs' coming and going is not followed ("" when it is).
+  const std::string& bpf_untracked() const { return bpf_untracked_; }
   // True if the events carry CLOCK_MONOTONIC times.
   bool monotonic_clock() const;
   // True if the events count their lost records (read_format LOST).
@@ -120,10 +134,14 @@ class CaptureEvents {
   std::vector<EventSpec> events_spec_;
   std::vector<perf_event_attr> attrs_;  // parallel to events_spec_
   perf_event_attr sideband_attr_{};
+  perf_event_attr bpf_sideband_attr_{};
+  std::string bpf_untracked_;
   bool read_lost_ = false;
   std::vector<PerfEventFd> events_;  // all events
   static constexpr int kSideband = -1;
-  std::vector<int> event_of_;        // parallel to events_: index into attrs_, or kSideband
+  static constexpr int kBpfSideband = -2;
+  // parallel to events_: index into attrs_, kSideband or kBpfSideband
+  std::vector<int> event_of_;
   std::vector<size_t> buffers_;      // indexes into events_ of mapped ones
   std::vector<size_t> task_events_;  // indexes into events_
   uint64_t records_ = 0;

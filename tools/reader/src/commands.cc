@@ -116,6 +116,7 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
     not_read.push_back({{"id", n.id}, {"tag", n.tag == BpfTag{} ? "" : BpfTagHex(n.tag)},
                         {"reason", n.reason}});
   meta["bpf_not_read"] = not_read;
+  meta["bpf_untracked"] = capture.bpf_untracked();
   if (s.startup) {
     meta["startup"] = {{"processes", s.startup->processes},
                        {"seconds", s.startup->seconds},
@@ -335,6 +336,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
     std::vector<PerfFileAttr> attrs;
     for (size_t e = 0; e < c.attrs().size(); ++e) attrs.push_back({c.attrs()[e], c.event_ids(e)});
     attrs.push_back({c.sideband_attr(), c.sideband_ids()});
+    if (auto ids = c.bpf_sideband_ids(); !ids.empty()) attrs.push_back({c.bpf_sideband_attr(), ids});
     auto w = PerfDataWriter::Create(options.output, std::move(attrs));
     if (!w.ok()) return w.status();
     writer.emplace(std::move(*w));
@@ -344,6 +346,8 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   profile_options.callchains = options.callchains;
   profile_options.kernel_build_id = ReadKernelBuildId("/sys/kernel/notes");
   profile_options.overrides = &c.overrides();
+  profile_options.bpf_programs = &c.bpf_programs();
+  profile_options.bpf_untracked = c.bpf_untracked();
   {
     std::vector<std::vector<uint64_t>> ids;
     for (size_t e = 0; e < c.attrs().size(); ++e) ids.push_back(c.event_ids(e));
@@ -429,6 +433,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   std::vector<KernelModuleMapping> changed_modules;
   PerfMaps perf_maps;
   std::vector<BpfNotRead> bpf_not_read;
+  std::string bpf_untracked;
   if (!r.meta_json().empty()) {
     // Our own section, but from a file: every field is checked for its type
     // (json::value() throws on a mistyped one) and a bad one is ignored.
@@ -463,6 +468,8 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
             changed_modules.push_back({path->get<std::string>(), start->get<uint64_t>()});
         }
       }
+      if (const json* u = field(meta, "bpf_untracked"); u && u->is_string())
+        bpf_untracked = u->get<std::string>();
       if (const json* list = field(meta, "bpf_not_read"); list && list->is_array()) {
         for (const json& n : *list) {
           if (!n.is_object()) continue;
@@ -576,6 +583,17 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     po.event_of_id = std::move(events.event_of_id);
     unsampled = std::move(events.unsampled);
   }
+  // perf's sections, whoever wrote them; a malformed entry describes
+  // nothing (its samples keep the KSYMBOL's name, without lines).
+  uint64_t bad_bpf = 0;
+  BpfPrograms bpf = BpfPrograms::FromFeatures(r.feature(kFeatureBpfProgInfo),
+                                              r.feature(kFeatureBpfBtf), &bad_bpf);
+  for (BpfNotRead& n : bpf_not_read) bpf.NotRead(std::move(n));
+  if (bad_bpf != 0)
+    bpf.NotRead({0, {}, fmt::format("{} malformed entries of the capture's BPF program sections "
+                                    "were left out", bad_bpf)});
+  po.bpf_programs = &bpf;
+  po.bpf_untracked = bpf_untracked;
   Profile profile(po);
 
   RecordSorter sorter;
@@ -615,18 +633,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   Symbolizer symbolizer(store);
   symbolizer.SetPerfMaps(&perf_maps);
   ReportModel model = profile.BuildReport(symbolizer, mode);
-  {
-    // perf's sections, whoever wrote them; a malformed entry describes
-    // nothing (its samples keep the KSYMBOL's name, without lines).
-    uint64_t bad = 0;
-    BpfPrograms bpf = BpfPrograms::FromFeatures(r.feature(kFeatureBpfProgInfo),
-                                                r.feature(kFeatureBpfBtf), &bad);
-    for (BpfNotRead& n : bpf_not_read) bpf.NotRead(std::move(n));
-    if (bad != 0)
-      bpf.NotRead({0, {}, fmt::format("{} malformed entries of the capture's BPF program sections "
-                                      "were left out", bad)});
-    profile.DescribeBpfPrograms(bpf, model);
-  }
+  profile.DescribeBpfPrograms(bpf, model);
   model.symbol_files = SymbolFilesOf(store);
   model.debuginfod_failed = debuginfod && debuginfod->failed();
   DescribePerfMaps(perf_maps, &model.perf_maps, &model.perf_maps_refused);
@@ -713,7 +720,14 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
   if (status.ok()) {
     json meta = json::parse(r.meta_json(), nullptr, /*allow_exceptions=*/false);
     if (meta.is_object()) meta["injected"] = "MMAP3 records rewritten as MMAP2 for perf";
-    status = writer.Finish(r.build_ids(), meta.is_object() ? meta.dump() : r.meta_json());
+    // The BPF programs' sections go along as they were (perf's layout).
+    std::vector<std::pair<int, std::vector<uint8_t>>> more;
+    for (int bit : {kFeatureBpfProgInfo, kFeatureBpfBtf}) {
+      const Bytes f = r.feature(bit);
+      more.emplace_back(bit, std::vector<uint8_t>(f.begin(), f.end()));
+    }
+    status = writer.Finish(r.build_ids(), meta.is_object() ? meta.dump() : r.meta_json(),
+                           std::move(more));
   }
   if (!status.ok()) return status;
   return result;

@@ -200,6 +200,8 @@ const BpfProgram* Enricher::ReadBpfProgramNow(uint32_t id, const BpfTag* tag) {
   BpfPrograms& progs = *options_.bpf_programs;
   for (const BpfProgram& p : progs.programs())
     if (p.id == id && (tag == nullptr || p.tag == *tag)) return &p;  // synthesized, and loaded meanwhile
+  for (const BpfNotRead& n : progs.not_read())
+    if (n.id == id) return nullptr;  // tried already
   std::vector<uint8_t> btf;
   auto p = ReadBpfProgram(id, tag, &btf);
   if (!p.ok()) {

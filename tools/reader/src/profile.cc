@@ -145,55 +145,101 @@ void Profile::Process(Bytes record) {
     (l->samples ? lost_samples_ : lost_records_) += l->lost;
   } else if (auto* k = std::get_if<KsymbolRecord>(&r)) {
     OnKsymbol(*k);
+  } else if (auto* b = std::get_if<BpfEventRecord>(&r)) {
+    OnBpfEvent(*b);
   }
 }
 
 void Profile::DescribeBpfPrograms(const BpfPrograms& programs, ReportModel& model) const {
   const auto& list = programs.programs();
   std::vector<ReportBpfProgram> out(list.size());
-  std::vector<std::map<std::pair<std::string, uint32_t>, uint64_t>> lines(list.size());
+  std::set<uint32_t> described;
   for (size_t i = 0; i < list.size(); ++i) {
     const BpfProgram& p = list[i];
-    out[i].id = p.id;
-    out[i].tag = BpfTagHex(p.tag);
-    out[i].name = p.name;
-    for (size_t f = 0; f < p.functions.size(); ++f) out[i].functions.push_back(programs.FunctionName(p, f));
-    out[i].has_lines = !p.lines.empty();
-  }
-  flat_.ForEach([&](uint32_t, const MappedObject* object, uint64_t offset, uint64_t count, uint64_t) {
-    if (object == nullptr || object->source != BuildIdSource::kBpf || object->build_id.size() != 8)
-      return;
-    BpfTag tag;
-    std::memcpy(tag.data(), object->build_id.data(), tag.size());
-    const BpfProgram* p = programs.Find(tag, offset);  // the offset is the address
-    if (p == nullptr) return;
-    const size_t i = static_cast<size_t>(p - list.data());
-    out[i].samples += count;
-    if (auto line = programs.LineOf(*p, offset)) lines[i][{*line->file, line->line}] += count;
-  });
-  for (size_t i = 0; i < list.size(); ++i) {
-    for (const auto& [where, n] : lines[i]) out[i].lines.push_back({where.first, where.second, n});
+    ReportBpfProgram& r = out[i];
+    r.id = p.id;
+    r.tag = BpfTagHex(p.tag);
+    r.name = p.name;
+    for (size_t f = 0; f < p.functions.size(); ++f) r.functions.push_back(programs.FunctionName(p, f));
+    r.lines_missing = programs.LinesMissing(p);
+    r.has_lines = r.lines_missing.empty();
+    described.insert(p.id);
+    auto samples = bpf_samples_.find(p.id);
+    if (samples == bpf_samples_.end()) continue;
+    std::map<std::pair<std::string, uint32_t>, uint64_t> lines;
+    for (const auto& [addr, n] : samples->second) {
+      r.samples += n;
+      if (auto line = programs.LineOf(p, addr)) lines[{*line->file, line->line}] += n;
+    }
+    for (const auto& [where, n] : lines) r.lines.push_back({where.first, where.second, n});
     // Most samples first; ties in file and line order (the map's).
-    std::stable_sort(out[i].lines.begin(), out[i].lines.end(),
+    std::stable_sort(r.lines.begin(), r.lines.end(),
                      [](const ReportBpfLine& a, const ReportBpfLine& b) { return a.samples > b.samples; });
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const ReportBpfProgram& a, const ReportBpfProgram& b) { return a.id < b.id; });
   model.bpf_programs = std::move(out);
-  std::map<BuildId, uint64_t> by_tag;  // samples of each tag's functions
-  flat_.ForEach([&](uint32_t, const MappedObject* object, uint64_t, uint64_t count, uint64_t) {
-    if (object != nullptr && object->source == BuildIdSource::kBpf) by_tag[object->build_id] += count;
-  });
+  std::set<uint32_t> noted;
   for (const BpfNotRead& n : programs.not_read()) {
     ReportBpfNotRead r{n.id, n.tag == BpfTag{} ? "" : BpfTagHex(n.tag), n.reason, 0};
-    if (auto it = by_tag.find(BuildId(n.tag.data(), n.tag.size())); !r.tag.empty() && it != by_tag.end())
-      r.samples = it->second;
+    if (auto it = bpf_samples_.find(n.id);
+        n.id != 0 && !described.count(n.id) && noted.insert(n.id).second && it != bpf_samples_.end())
+      for (const auto& [addr, count] : it->second) r.samples += count;
     model.bpf_not_read.push_back(std::move(r));
   }
+  // Functions of no program that is described or said not to be: their
+  // load record never came (lost, or a file without it), or they are a
+  // subprogram of one not described, whose tag only its description gives.
+  // Their samples are on their rows, named by the kernel.
+  for (const auto& [id, samples] : bpf_samples_) {
+    if (id != 0 && (described.count(id) || noted.count(id))) continue;
+    for (const auto& [addr, count] : samples) model.bpf_samples_of_unknown_programs += count;
+  }
+  model.bpf_untracked = options_.bpf_untracked;
+}
+
+void Profile::OnBpfEvent(const BpfEventRecord& b) {
+  if (b.type != PERF_BPF_EVENT_PROG_LOAD || b.id == 0) return;
+  BpfTag tag;
+  std::memcpy(tag.data(), b.tag, tag.size());
+  const BpfProgram* p = options_.bpf_programs ? options_.bpf_programs->ById(b.id) : nullptr;
+  if (p != nullptr && p->tag == tag) {
+    // Its description says where each of its functions is, with its tag.
+    for (const BpfFunction& f : p->functions) {
+      auto it = bpf_ranges_.find(f.addr);
+      if (it != bpf_ranges_.end() && it->second.program == 0 && it->second.tag == f.tag)
+        it->second.program = b.id;
+    }
+    return;
+  }
+  // Not described: its main function is the last one registered with its
+  // tag by the same task (the kernel names the functions, then the load).
+  BpfRange* last = nullptr;
+  for (auto& [start, r] : bpf_ranges_) {
+    if (r.program == 0 && r.tag == tag && r.tid == b.sample_id.tid &&
+        (last == nullptr || r.order > last->order))
+      last = &r;
+  }
+  if (last != nullptr) last->program = b.id;
+}
+
+void Profile::CountBpfSample(uint64_t ip) {
+  auto it = bpf_ranges_.upper_bound(ip);
+  if (it == bpf_ranges_.begin()) return;
+  --it;
+  if (ip >= it->second.end) return;
+  ++bpf_samples_[it->second.program][ip];
 }
 
 void Profile::OnKsymbol(const KsymbolRecord& k) {
+  // Without every program's unload (a per-task capture) a range may hold
+  // another program than the one named: none is named.
+  if (!options_.bpf_untracked.empty()) return;
   const uint64_t end = k.addr + k.len < k.addr ? UINT64_MAX : k.addr + k.len;
+  // The BPF functions the range reaches into are gone.
+  auto it = bpf_ranges_.upper_bound(k.addr);
+  if (it != bpf_ranges_.begin() && std::prev(it)->second.end > k.addr) --it;
+  while (it != bpf_ranges_.end() && it->first < end) it = bpf_ranges_.erase(it);
   if (k.unregister) {
     // Whatever runs there next is named by its own record; until then the
     // range is nobody's (the kernel, without a symbol), never the old
@@ -209,6 +255,7 @@ void Profile::OnKsymbol(const KsymbolRecord& k) {
     if (auto tag = BpfTagOfSymbol(k.name)) {
       o.build_id = BuildId(tag->data(), tag->size());
       o.source = BuildIdSource::kBpf;
+      bpf_ranges_[k.addr] = {end, 0, *tag, k.sample_id.tid, ++bpf_order_};
     }
   }
   Mapping mapping;
@@ -349,6 +396,7 @@ void Profile::OnSample(const SampleRecord& s) {
   const Space space = SampleSpace(s.misc);
   Frame leaf = Resolve(s.pid, s.ip, space);
   if (leaf.object == nullptr) ++unattributed_;
+  if (leaf.object != nullptr && leaf.object->source == BuildIdSource::kBpf) CountBpfSample(s.ip);
   flat_.Add(comm, leaf.object, leaf.offset, 1, period);
 
   if (!options_.callchains && !options_.sample_frames && !options_.controls.children &&

@@ -49,6 +49,14 @@ struct ProfileOptions {
   ReportControls controls;
   // Keep every sample, for `script` (ReportModel::script).
   bool script = false;
+  // The BPF programs the capture describes (by id), to tie each load's
+  // functions to its program as its BPF_EVENT record comes.  May be null.
+  const BpfPrograms* bpf_programs = nullptr;
+  // Why the capture's KSYMBOL records cannot be trusted to show every
+  // program's coming and going (a per-task capture without a CPU-wide
+  // side-band event); empty if they can.  Then no KSYMBOL range names
+  // anything: their samples are the kernel's, without a symbol.
+  std::string bpf_untracked;
   // The capture's sampling events (names and what their periods count;
   // the counts are filled in by the report).  Empty: one event, unnamed.
   std::vector<ReportEvent> events;
@@ -86,8 +94,9 @@ class Profile {
   // Symbolizes and aggregates; `mode` is copied into the model.
   ReportModel BuildReport(Symbolizer& symbolizer, const std::string& mode) const;
   // Fills model.bpf_programs and bpf_not_read: every program `programs`
-  // describes, with the samples that fell in its functions (matched by
-  // the KSYMBOL's tag and the address) and their source lines.
+  // describes, with the samples taken in its functions while it was loaded
+  // (the load its BPF_EVENT record named; never another program with the
+  // same tag or at the same addresses) and their source lines.
   void DescribeBpfPrograms(const BpfPrograms& programs, ReportModel& model) const;
 
  private:
@@ -141,6 +150,10 @@ class Profile {
   void OnMmap(const MmapRecord& m);
   void OnKernelMmap(const MmapRecord& m);
   void OnKsymbol(const KsymbolRecord& k);
+  void OnBpfEvent(const BpfEventRecord& b);
+  // A sample whose leaf is in a BPF function: counted for the program
+  // loaded there.
+  void CountBpfSample(uint64_t ip);
   void OnSample(const SampleRecord& s);
   Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
   // Fills model.frame_mappings, frame_locations and frame_stacks.
@@ -208,6 +221,20 @@ class Profile {
   uint64_t samples_ = 0, lost_records_ = 0, lost_samples_ = 0, bad_records_ = 0;
   uint64_t period_ = 0;  // sum of the samples' periods: what overhead is a share of
   uint64_t unattributed_ = 0;
+  // BPF functions loaded now, by start: their end and the program whose
+  // load registered them (0 until its BPF_EVENT record is seen), with the
+  // tag of their KSYMBOL name and the task that loaded them.
+  struct BpfRange {
+    uint64_t end;
+    uint32_t program;
+    BpfTag tag;
+    uint32_t tid;
+    uint64_t order;  // registration order, to find a load's last functions
+  };
+  std::map<uint64_t, BpfRange> bpf_ranges_;
+  uint64_t bpf_order_ = 0;
+  // program id (0: not known) -> sampled address -> samples
+  std::map<uint32_t, std::map<uint64_t, uint64_t>> bpf_samples_;
 };
 
 }  // namespace mmap3

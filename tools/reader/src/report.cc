@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "files.h"
 #include "utf8.h"
 
 namespace mmap3 {
@@ -112,14 +113,25 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
     std::string lines;
     constexpr size_t kShown = 3;
     for (size_t i = 0; i < p.lines.size() && i < kShown; ++i)
-      lines += fmt::format("{}{}:{} ({})", i == 0 ? "" : ", ", p.lines[i].file, p.lines[i].line,
-                           p.lines[i].samples);
+      lines += fmt::format("{}{}:{} ({})", i == 0 ? "" : ", ", PrintableUtf8(p.lines[i].file),
+                           p.lines[i].line, p.lines[i].samples);
     notes.push_back(fmt::format("BPF program {} {} (tag {}): {} samples{}", p.id,
-                                p.functions.empty() ? p.name : p.functions.front(), p.tag,
-                                p.samples,
-                                !p.has_lines      ? "; no line info"
+                                PrintableUtf8(p.functions.empty() ? p.name : p.functions.front()),
+                                p.tag, p.samples,
+                                !p.has_lines    ? "; no source lines: " + p.lines_missing
                                 : lines.empty() ? ""
-                                                  : "; hottest lines: " + lines));
+                                                : "; hottest lines: " + lines));
+  }
+  if (!m.bpf_untracked.empty()) {
+    notes.push_back("BPF programs not followed: " + m.bpf_untracked +
+                    "; samples in BPF code are the kernel's, without a symbol");
+  }
+  if (m.bpf_samples_of_unknown_programs != 0) {
+    notes.push_back(fmt::format(
+        "BPF: {} samples in functions of no program the capture describes or says it could not "
+        "(their load record is missing, or they are a subprogram of one not described): their "
+        "rows have the kernel's name for the code, no program, no lines",
+        m.bpf_samples_of_unknown_programs));
   }
   // Programs loaded and gone at once (libbpf's feature probes) are many
   // on a busy machine: one line for them, one each for those that ran.
@@ -131,8 +143,9 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
       if (example == nullptr) example = &n;
       continue;
     }
-    notes.push_back(fmt::format("BPF program {} (tag {}): {} samples, not described: {} (they "
-                                "keep the kernel's name for the code, without lines)",
+    notes.push_back(fmt::format("BPF program {} (tag {}): {} samples in its main function, not "
+                                "described: {} (its rows keep the kernel's name for the code, "
+                                "without lines)",
                                 n.id, n.tag, n.samples, n.reason));
   }
   if (quiet != 0) {
@@ -319,7 +332,8 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
       lines.push_back({{"file", l.file}, {"line", l.line}, {"samples", l.samples}});
     bpf_programs.push_back({{"id", p.id}, {"tag", p.tag}, {"name", p.name},
                             {"functions", p.functions}, {"samples", p.samples},
-                            {"has_lines", p.has_lines}, {"lines", lines}});
+                            {"has_lines", p.has_lines}, {"lines_missing", p.lines_missing},
+                            {"lines", lines}});
   }
   json bpf_not_read = json::array();
   for (const ReportBpfNotRead& n : m.bpf_not_read)
@@ -415,6 +429,8 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"perf_maps_refused", perf_maps_refused},
                 {"bpf_programs", bpf_programs},
                 {"bpf_not_read", bpf_not_read},
+                {"bpf_samples_of_unknown_programs", m.bpf_samples_of_unknown_programs},
+                {"bpf_untracked", m.bpf_untracked},
                 {"symbol_files", symbol_files}}},
               {"controls", controls},
               {"events", events}};

@@ -274,6 +274,7 @@ struct ReportBpfProgram {
   std::vector<std::string> functions;  // their KSYMBOL names
   uint64_t samples = 0;                // of every event, whatever the filters
   bool has_lines = false;              // the capture has its line info and BTF
+  std::string lines_missing;           // if not, why
   std::vector<ReportBpfLine> lines;    // most samples first
 };
 // A BPF program seen loaded whose description the capture lacks.
@@ -311,6 +312,12 @@ struct ReportModel {
   // BPF programs described, by id; those that could not be.
   std::vector<ReportBpfProgram> bpf_programs;
   std::vector<ReportBpfNotRead> bpf_not_read;
+  // Samples in BPF functions of no program in bpf_programs or
+  // bpf_not_read (a load record not in the capture, or a subprogram of a
+  // program not described); their rows keep the kernel's name for the code.
+  uint64_t bpf_samples_of_unknown_programs = 0;
+  // Why BPF programs were not followed (ProfileOptions::bpf_untracked).
+  std::string bpf_untracked;
   // Rows of every event, event by event (in the order of `events`), each
   // event's sorted by overhead.
   std::vector<ReportRow> rows;

@@ -5,7 +5,9 @@
 #include <linux/bpf.h>
 
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fixtures.h"
@@ -28,8 +30,10 @@ constexpr BpfTag kMainAlone = {0x9f, 0x37, 0xc7, 0x8d, 0x6b, 0x70, 0xeb, 0xdc};
 constexpr BpfTag kStep = {0x31, 0x6b, 0x7a, 0x36, 0x25, 0xc5, 0xee, 0x7a};
 constexpr BpfTag kOther = {0x46, 0xeb, 0xaf, 0x52, 0xe2, 0xf2, 0x07, 0x89};
 
+// As the kernel writes it: in the context of the task loading or freeing
+// the program (synthesized ones: the kernel's, -1).
 std::vector<uint8_t> Ksym(uint64_t addr, uint32_t len, const std::string& name, bool unregister,
-                          uint64_t time) {
+                          uint64_t time, uint32_t tid = 5) {
   KsymbolRecord k;
   k.addr = addr;
   k.len = len;
@@ -37,7 +41,7 @@ std::vector<uint8_t> Ksym(uint64_t addr, uint32_t len, const std::string& name, 
   k.unregister = unregister;
   k.name = name;
   k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_cpu = true;
-  k.sample_id.pid = k.sample_id.tid = kKernelPid;
+  k.sample_id.pid = k.sample_id.tid = tid;
   k.sample_id.time = time;
   return EncodeKsymbol(k, kFormat);
 }
@@ -164,6 +168,18 @@ TEST(BpfProgramsTest, ALineIsServedOnlyInsideItsFunctionAndOnlyForItsTag) {
             "0x10ff:644f:/src/prog.c:11 0x2000:316b:- 0x200f:316b:- 0x2010:316b:/src/step.c:20 "
             "0x203f:316b:/src/step.c:20 ");
   EXPECT_EQ(Programs(k).Find(kOther, 0x1000), nullptr);
+}
+
+TEST(BpfProgramsTest, LineZeroIsNoLine) {
+  // The compiler's "no line" (a prologue, spills): not file:0, and not the
+  // line before it either.
+  KernelInfo k;
+  k.lines[1].line_col = 0;
+  BpfPrograms progs = Programs(k);
+  const BpfProgram& p = progs.programs()[0];
+  EXPECT_TRUE(progs.LineOf(p, 0x107f));
+  EXPECT_FALSE(progs.LineOf(p, 0x1080));
+  EXPECT_FALSE(progs.LineOf(p, 0x10ff));
 }
 
 TEST(BpfProgramsTest, PerfsSectionsRoundTrip) {
@@ -316,66 +332,191 @@ std::vector<uint8_t> KernelSample(uint64_t ip, uint64_t time) {
   return EncodeSample(s, {}, kFormat);
 }
 
+std::vector<uint8_t> LoadEvent(uint32_t id, const BpfTag& tag, uint64_t time, uint32_t tid = 5) {
+  BpfEventRecord b;
+  b.type = PERF_BPF_EVENT_PROG_LOAD;
+  b.id = id;
+  std::memcpy(b.tag, tag.data(), 8);
+  b.sample_id.has_tid = b.sample_id.has_time = b.sample_id.has_cpu = true;
+  b.sample_id.pid = b.sample_id.tid = tid;
+  b.sample_id.time = time;
+  return EncodeBpfEvent(b, kFormat);
+}
+
+// A description of program `id`: one function at `addr`, `len` bytes.
+void Describe(BpfPrograms& progs, uint32_t id, const BpfTag& tag, const char* name, uint64_t addr,
+              uint32_t len) {
+  bpf_prog_info info{};
+  info.id = id;
+  std::memcpy(info.tag, tag.data(), 8);
+  std::strcpy(info.name, name);
+  info.nr_jited_ksyms = info.nr_jited_func_lens = 1;
+  info.jited_ksyms = reinterpret_cast<uintptr_t>(&addr);
+  info.jited_func_lens = reinterpret_cast<uintptr_t>(&len);
+  auto prog = BpfProgramFromInfo(&info, sizeof(info));
+  ASSERT_TRUE(prog.ok());
+  progs.Add(std::move(*prog));
+}
+
+struct BpfReport {
+  ReportModel model;
+  std::map<std::string, uint64_t> by_symbol;  // every row, by symbol
+  std::map<uint32_t, uint64_t> by_program;    // described programs' samples
+};
+
+BpfReport Report(Profile& p, const BpfPrograms& progs) {
+  SymbolSearch search;
+  search.kernel_notes = "/nonexistent";
+  DsoStore store(search);
+  Symbolizer sym(store);
+  BpfReport r;
+  r.model = p.BuildReport(sym, "t");
+  p.DescribeBpfPrograms(progs, r.model);
+  for (const ReportRow& row : r.model.rows) {
+    r.by_symbol[row.symbol] += row.samples;
+    if (row.source == BuildIdSource::kBpf) {
+      EXPECT_EQ(row.build_id.Hex(), row.symbol.substr(9, 16));
+      EXPECT_EQ(row.symbol_status, SymbolStatus::kFound);
+    } else {
+      EXPECT_NE(row.symbol_status, SymbolStatus::kFound) << row.symbol;
+    }
+  }
+  for (const ReportBpfProgram& b : r.model.bpf_programs) r.by_program[b.id] = b.samples;
+  return r;
+}
+
 TEST(BpfAttributionTest, AddressesReusedByTheNextProgramNeverNameTheOldOne) {
   // A at 0x1000, unloaded; for a while nothing is there; then B at the
   // same address.  Each sample goes to what was there when it was taken.
   const std::string a = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
   const std::string b = "bpf_prog_46ebaf52e2f20789_e2e_bpf_b";
-  Profile p{ProfileOptions{}};
+  BpfPrograms progs;
+  Describe(progs, 1, kMain, "e2e_bpf_a", 0x1000, 0x100);
+  Describe(progs, 2, kOther, "e2e_bpf_b", 0x1000, 0x80);
+  ProfileOptions o;
+  o.bpf_programs = &progs;
+  Profile p(o);
   p.SetFormat(kFormat);
   p.Process(Ksym(0x1000, 0x100, a, false, 1));
+  p.Process(LoadEvent(1, kMain, 1));
   p.Process(KernelSample(0x1010, 2));
   p.Process(KernelSample(0x1010, 3));
   p.Process(Ksym(0x1000, 0x100, a, true, 4));
   p.Process(KernelSample(0x1010, 5));
   p.Process(Ksym(0x1000, 0x80, b, false, 6));
+  p.Process(LoadEvent(2, kOther, 6));
   p.Process(KernelSample(0x1010, 7));
   p.Process(KernelSample(0x1090, 8));  // beyond B's 0x80 bytes: not A's either
 
-  // Both descriptions cover 0x1000: only the tag tells them apart.
-  BpfPrograms progs;
-  for (auto [id, tag, name] : {std::tuple{1u, kMain, "e2e_bpf_a"}, std::tuple{2u, kOther, "e2e_bpf_b"}}) {
-    bpf_prog_info info{};
-    info.id = id;
-    std::memcpy(info.tag, tag.data(), 8);
-    std::strcpy(info.name, name);
-    uint64_t ksym = 0x1000;
-    uint32_t len = id == 1 ? 0x100 : 0x80;
-    info.nr_jited_ksyms = info.nr_jited_func_lens = 1;
-    info.jited_ksyms = reinterpret_cast<uintptr_t>(&ksym);
-    info.jited_func_lens = reinterpret_cast<uintptr_t>(&len);
-    auto prog = BpfProgramFromInfo(&info, sizeof(info));
-    ASSERT_TRUE(prog.ok());
-    progs.Add(std::move(*prog));
-  }
-  SymbolSearch search;
-  search.kernel_notes = "/nonexistent";
-  DsoStore store(search);
-  Symbolizer sym(store);
-  ReportModel m = p.BuildReport(sym, "t");
-  p.DescribeBpfPrograms(progs, m);
-  std::map<std::string, uint64_t> by_symbol;
-  for (const ReportRow& r : m.rows) {
-    by_symbol[r.symbol] += r.samples;
-    if (r.symbol == a || r.symbol == b) {
-      EXPECT_EQ(r.source, BuildIdSource::kBpf);
-      EXPECT_EQ(r.build_id.Hex(), r.symbol.substr(9, 16));
-    }
-  }
-  EXPECT_EQ(by_symbol[a], 2u);
-  EXPECT_EQ(by_symbol[b], 1u);
-  // The sample between the two and the one past B's end: the kernel's,
-  // with no symbol.
-  uint64_t rest = 0;
-  for (const ReportRow& r : m.rows)
-    if (r.symbol != a && r.symbol != b) {
-      EXPECT_NE(r.symbol_status, SymbolStatus::kFound) << r.symbol;
-      rest += r.samples;
-    }
+  BpfReport r = Report(p, progs);
+  EXPECT_EQ(r.by_symbol[a], 2u);
+  EXPECT_EQ(r.by_symbol[b], 1u);
+  uint64_t rest = 0;  // the sample between the two, the one past B's end
+  for (const auto& [symbol, n] : r.by_symbol)
+    if (symbol != a && symbol != b) rest += n;
   EXPECT_EQ(rest, 2u);
-  ASSERT_EQ(m.bpf_programs.size(), 2u);
-  EXPECT_EQ(m.bpf_programs[0].samples, 2u);
-  EXPECT_EQ(m.bpf_programs[1].samples, 1u);
+  EXPECT_EQ(r.by_program, (std::map<uint32_t, uint64_t>{{1, 2}, {2, 1}}));
+}
+
+TEST(BpfAttributionTest, TheSameProgramLoadedAgainIsEachLoadsOwn) {
+  // One object loaded three times (a service restarting), and another
+  // program with the same instructions (so the same tag) but another name
+  // in between, all at the same address: each load's samples are its own,
+  // whatever the tag and the address say.
+  const std::string a = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
+  const std::string other = "bpf_prog_644f6979c2faccb2_zzz_other";
+  BpfPrograms progs;
+  Describe(progs, 10, kMain, "e2e_bpf_a", 0x1000, 0x100);
+  Describe(progs, 12, kMain, "zzz_other", 0x1000, 0x100);
+  Describe(progs, 14, kMain, "e2e_bpf_a", 0x1000, 0x100);
+  ProfileOptions o;
+  o.bpf_programs = &progs;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  uint64_t t = 1;
+  const std::vector<std::tuple<uint32_t, std::string, int>> loads = {
+      {10, a, 3}, {12, other, 1}, {14, a, 5}};
+  for (const auto& [id, name, samples] : loads) {
+    p.Process(Ksym(0x1000, 0x100, name, false, t++));
+    p.Process(LoadEvent(id, kMain, t++));
+    for (int i = 0; i < samples; ++i) p.Process(KernelSample(0x1020, t++));
+    p.Process(Ksym(0x1000, 0x100, name, true, t++));
+  }
+  BpfReport r = Report(p, progs);
+  EXPECT_EQ(r.by_program, (std::map<uint32_t, uint64_t>{{10, 3}, {12, 1}, {14, 5}}));
+  EXPECT_EQ(r.by_symbol[a], 8u);
+  EXPECT_EQ(r.by_symbol[other], 1u);
+}
+
+TEST(BpfAttributionTest, AProgramNotDescribedIsCountedByItsLoadNotItsTag) {
+  // Program 20 was read; 21, with the same tag, was gone before it could
+  // be: its samples are not 20's, and 20's are not its.
+  const std::string a = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
+  const std::string step = "bpf_prog_316b7a3625c5ee7a_e2e_a_step";
+  BpfPrograms progs;
+  Describe(progs, 20, kMain, "e2e_bpf_a", 0x1000, 0x100);
+  progs.NotRead({21, kMain, "BPF program 21 was unloaded before it could be read"});
+  ProfileOptions o;
+  o.bpf_programs = &progs;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Ksym(0x1000, 0x100, a, false, 1));
+  p.Process(LoadEvent(20, kMain, 2));
+  p.Process(KernelSample(0x1010, 3));
+  p.Process(Ksym(0x1000, 0x100, a, true, 4));
+  // 21: a main function and a subprogram (whose tag only its description
+  // would give), loaded by task 6 while task 5 loads nothing.
+  p.Process(Ksym(0x1000, 0x100, a, false, 5, 6));
+  p.Process(Ksym(0x3000, 0x40, step, false, 6, 6));
+  p.Process(LoadEvent(21, kMain, 7, 6));
+  for (uint64_t t = 8; t < 12; ++t) p.Process(KernelSample(0x1010, t));
+  p.Process(KernelSample(0x3010, 12));
+  BpfReport r = Report(p, progs);
+  EXPECT_EQ(r.by_program, (std::map<uint32_t, uint64_t>{{20, 1}}));
+  ASSERT_EQ(r.model.bpf_not_read.size(), 1u);
+  EXPECT_EQ(r.model.bpf_not_read[0].samples, 4u);
+  EXPECT_EQ(r.model.bpf_samples_of_unknown_programs, 1u);  // the subprogram's
+  EXPECT_EQ(r.by_symbol[step], 1u);
+}
+
+TEST(BpfAttributionTest, WithoutEveryUnloadNoRangeIsNamed) {
+  // A per-task capture without the CPU-wide side-band event: an unload may
+  // be missing, so the name of what was loaded is no proof of what ran.
+  const std::string a = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
+  ProfileOptions o;
+  o.bpf_untracked = "a per-task capture follows them only with a CPU-wide side-band event";
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Ksym(0x1000, 0x100, a, false, 1));
+  p.Process(KernelSample(0x1010, 2));
+  BpfReport r = Report(p, BpfPrograms{});
+  EXPECT_EQ(r.by_symbol.count(a), 0u);
+  EXPECT_EQ(r.model.bpf_untracked, o.bpf_untracked);
+}
+
+TEST(BpfProgramsTest, NamesOfFunctionsWithoutBtfAreTheKernels) {
+  // A program of raw instructions: no BTF, no func_info.  The kernel names
+  // its main function after the program, its subprograms "F".
+  KernelInfo k;
+  k.info.nr_func_info = 0;
+  k.info.func_info = 0;
+  k.info.btf_id = 0;
+  k.info.nr_line_info = k.info.nr_jited_line_info = 0;
+  auto p = BpfProgramFromInfo(&k.info, sizeof(k.info));
+  ASSERT_TRUE(p.ok());
+  BpfPrograms progs;
+  progs.Add(std::move(*p));
+  EXPECT_EQ(progs.FunctionName(progs.programs()[0], 0), "bpf_prog_644f6979c2faccb2_e2e_bpf_a");
+  EXPECT_EQ(progs.FunctionName(progs.programs()[0], 1), "bpf_prog_316b7a3625c5ee7a_F");
+  EXPECT_EQ(progs.LinesMissing(progs.programs()[0]), "the program has no line info");
+  // Line info whose BTF the capture lacks: said, not an empty list.
+  KernelInfo l;
+  BpfPrograms no_btf;
+  auto q = BpfProgramFromInfo(&l.info, sizeof(l.info));
+  ASSERT_TRUE(q.ok());
+  no_btf.Add(std::move(*q));
+  EXPECT_EQ(no_btf.LinesMissing(no_btf.programs()[0]), "its BTF (id 7) is not in the capture");
+  EXPECT_EQ(Programs(l).LinesMissing(Programs(l).programs()[0]), "");
 }
 
 }  // namespace
