@@ -163,8 +163,14 @@ Result<BpfProgram> BpfProgramFromInfo(const void* raw, uint32_t info_len) {
     // Each subprogram's own tag, where the kernel gives them (4.19+).  The
     // main function is the program, named by the program's tag (its entry
     // in prog_tags is the tag of its instructions alone).
-    if (i != 0 && info.nr_prog_tags == info.nr_jited_ksyms && has(kProgTags))
-      std::memcpy(f.tag.data(), at(info.prog_tags + 8u * i), f.tag.size());
+    if (info.nr_prog_tags == info.nr_jited_ksyms && has(kProgTags)) {
+      BpfTag own;
+      std::memcpy(own.data(), at(info.prog_tags + 8u * i), own.size());
+      if (i != 0)
+        f.tag = own;
+      else if (own != p.tag)
+        p.main_function_tag = own;
+    }
     if (info.nr_func_info == info.nr_jited_ksyms && has(kFuncInfo) &&
         info.func_info_rec_size >= sizeof(bpf_func_info))
       f.btf_type_id =

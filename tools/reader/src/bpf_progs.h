@@ -66,6 +66,10 @@ struct BpfProgram {
   std::string name;  // as the kernel keeps it (at most 15 bytes)
   uint32_t btf_id = 0;
   std::vector<BpfFunction> functions;  // JITed, main program first
+  // prog_tags[0], the tag of the main function's instructions alone, where
+  // it differs from the program's: perf names the main function of a
+  // program it synthesizes with it.
+  std::optional<BpfTag> main_function_tag;
   // Source lines: the JITed address each starts at, and where in the BTF
   // its file name is.  Sorted by address.
   struct Line {

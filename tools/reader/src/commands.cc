@@ -583,6 +583,35 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     po.event_of_id = std::move(events.event_of_id);
     unsampled = std::move(events.unsampled);
   }
+  if (!ours) {
+    // Did perf follow every task?  Only then are its KSYMBOL records every
+    // program's coming and going (a per-task perf record gets those of the
+    // profiled tasks: a program another task loads, or one freed from an
+    // RCU callback, is missing, and its range keeps the last name it had).
+    // perf record writes its thread map first: system-wide it is one
+    // entry, pid -1.
+    bool ksymbols = false, thread_map = false, per_task = false;
+    r.ForEachRecord([&](Bytes rec) {
+      perf_event_header h;
+      if (!ReadHeader(rec, &h)) return;
+      if (h.type == PERF_RECORD_KSYMBOL) ksymbols = true;
+      if (h.type != kRecordThreadMap || rec.size() < 16) return;
+      thread_map = true;
+      uint64_t nr;
+      std::memcpy(&nr, rec.data() + 8, 8);
+      for (uint64_t i = 0; i < nr && 16 + (i + 1) * 24 <= rec.size(); ++i) {
+        uint64_t pid;
+        std::memcpy(&pid, rec.data() + 16 + i * 24, 8);
+        if (pid != ~uint64_t{0}) per_task = true;
+      }
+    });
+    if (ksymbols && per_task)
+      bpf_untracked = "perf recorded the profiled tasks only (its thread map names them), so "
+                      "its KSYMBOL records miss the BPF programs other tasks loaded or unloaded";
+    else if (ksymbols && !thread_map)
+      bpf_untracked = "the capture does not say whether it followed every task (no thread map "
+                      "record), so its KSYMBOL records may miss programs' coming and going";
+  }
   // perf's sections, whoever wrote them; a malformed entry describes
   // nothing (its samples keep the KSYMBOL's name, without lines).
   uint64_t bad_bpf = 0;

@@ -204,10 +204,14 @@ void Profile::OnBpfEvent(const BpfEventRecord& b) {
   std::memcpy(tag.data(), b.tag, tag.size());
   const BpfProgram* p = options_.bpf_programs ? options_.bpf_programs->ById(b.id) : nullptr;
   if (p != nullptr && p->tag == tag) {
-    // Its description says where each of its functions is, with its tag.
-    for (const BpfFunction& f : p->functions) {
+    // Its description says where each of its functions is, with its tag
+    // (perf names a main function it synthesizes by its own instructions'
+    // tag).
+    for (size_t i = 0; i < p->functions.size(); ++i) {
+      const BpfFunction& f = p->functions[i];
       auto it = bpf_ranges_.find(f.addr);
-      if (it != bpf_ranges_.end() && it->second.program == 0 && it->second.tag == f.tag)
+      if (it == bpf_ranges_.end() || it->second.program != 0) continue;
+      if (it->second.tag == f.tag || (i == 0 && it->second.tag == p->main_function_tag))
         it->second.program = b.id;
     }
     return;
@@ -760,7 +764,9 @@ uint64_t Profile::SymbolOffset(Symbolizer& symbolizer, const MappedObject* objec
 
 void Profile::BuildScript(Symbolizer& symbolizer, ReportModel& model) const {
   static const std::string kUnknown = "[unknown]";
-  std::map<std::tuple<const MappedObject*, uint64_t, uint64_t>, uint32_t> ids;
+  // (object, ip, offset, and for code a KSYMBOL named, where that load
+  // began: one program's loads at two addresses share an object)
+  std::map<std::tuple<const MappedObject*, uint64_t, uint64_t, uint64_t>, uint32_t> ids;
   for (const KeptSample& k : kept_) {
     ScriptSample out;
     out.event = task_events_[k.task];
@@ -773,7 +779,8 @@ void Profile::BuildScript(Symbolizer& symbolizer, ReportModel& model) const {
     for (size_t i = 0; i < k.frames.size(); ++i) {
       const Frame& f = k.frames[i];
       const MappedObject* object = f.object != nullptr ? Shown(f.object) : nullptr;
-      auto [it, inserted] = ids.try_emplace({object, k.ips[i], f.offset},
+      const uint64_t ksymbol_start = object != nullptr && object->ksymbol ? f.map_start : 0;
+      auto [it, inserted] = ids.try_emplace({object, k.ips[i], f.offset, ksymbol_start},
                                             static_cast<uint32_t>(model.script_locations.size()));
       if (inserted) {
         ScriptLocation l;
@@ -788,7 +795,10 @@ void Profile::BuildScript(Symbolizer& symbolizer, ReportModel& model) const {
           l.status = symbol.status;
           // A return address was looked up one byte back, in the call;
           // its offset is the recorded address's, as perf prints it.
-          if (symbol.status == SymbolStatus::kFound)
+          // Code a KSYMBOL named is one symbol, over the range it named.
+          if (symbol.status == SymbolStatus::kFound && object->ksymbol)
+            l.symbol_offset = k.ips[i] - f.map_start;
+          else if (symbol.status == SymbolStatus::kFound)
             l.symbol_offset = symbolizer.OffsetInSymbol(*object, offset) + (k.ips[i] - f.address) -
                               (offset - f.offset);
           l.path = object->path;

@@ -27,6 +27,7 @@ using Bytes = std::span<const uint8_t>;
 // Record types we use beyond <linux/perf_event.h>.
 inline constexpr uint32_t kRecordMmap3 = 63;            // PERF_MMAP3_RECORD_TYPE
 inline constexpr uint32_t kRecordFinishedRound = 68;    // perf tool: PERF_RECORD_FINISHED_ROUND
+inline constexpr uint32_t kRecordThreadMap = 73;        // perf tool: PERF_RECORD_THREAD_MAP
 inline constexpr uint32_t kRecordUserTypeStart = 64;    // perf tool-synthesized types start here
 inline constexpr uint16_t kMiscMmapBuildId = 1 << 14;   // PERF_RECORD_MISC_MMAP_BUILD_ID
 inline constexpr uint16_t kMiscCommExec = 1 << 13;      // PERF_RECORD_MISC_COMM_EXEC

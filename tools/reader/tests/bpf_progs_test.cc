@@ -479,6 +479,30 @@ TEST(BpfAttributionTest, AProgramNotDescribedIsCountedByItsLoadNotItsTag) {
   EXPECT_EQ(r.by_symbol[step], 1u);
 }
 
+TEST(BpfAttributionTest, ScriptGivesTheOffsetInTheKernelsSymbol) {
+  // One program loaded at two addresses, the same ip in both: the offset
+  // is from where that load began.
+  const std::string a = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
+  ProfileOptions o;
+  o.script = true;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Ksym(0x1000, 0x100, a, false, 1));
+  p.Process(KernelSample(0x1010, 2));
+  p.Process(Ksym(0x1000, 0x100, a, true, 3));
+  p.Process(Ksym(0x0f80, 0x100, a, false, 4));
+  p.Process(KernelSample(0x1010, 5));
+  BpfReport r = Report(p, BpfPrograms{});
+  ASSERT_EQ(r.model.script.size(), 2u);
+  std::vector<uint64_t> offsets;
+  for (const ScriptSample& sample : r.model.script) {
+    const ScriptLocation& l = r.model.script_locations.at(sample.locations.at(0));
+    EXPECT_EQ(l.symbol, a);
+    offsets.push_back(l.symbol_offset);
+  }
+  EXPECT_EQ(offsets, (std::vector<uint64_t>{0x10, 0x90}));
+}
+
 TEST(BpfAttributionTest, WithoutEveryUnloadNoRangeIsNamed) {
   // A per-task capture without the CPU-wide side-band event: an unload may
   // be missing, so the name of what was loaded is no proof of what ran.

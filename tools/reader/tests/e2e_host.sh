@@ -830,6 +830,24 @@ PY
 	fi
 }
 
+t_bpf_in_perf_files() {
+	# perf's own files: system-wide, its KSYMBOL records are every
+	# program's coming and going, and a program's samples are its own; per
+	# task they are the profiled tasks' only, and no range is named.
+	command -v perf >/dev/null || skip "perf not installed"
+	perf record -q -a -F 2000 -o "$W/bpf-perfa.data" -- "$W/bpf_load" "$W/bpf_1.o" 300 \
+		>"$W/bpf-perfa.out" 2>"$W/bpf-perfa.err" || { cat "$W/bpf-perfa.err"; fail "perf record -a failed"; }
+	perf record -q -F 2000 -o "$W/bpf-perft.data" -- "$W/bpf_load" "$W/bpf_1.o" 300 \
+		>"$W/bpf-perft.out" 2>"$W/bpf-perft.err" || { cat "$W/bpf-perft.err"; fail "perf record failed"; }
+	"$READER_BIN" report -i "$W/bpf-perfa.data" --format json >"$W/bpf-perfa.json"
+	"$READER_BIN" report -i "$W/bpf-perft.data" --format json >"$W/bpf-perft.json"
+	local id
+	id=$(awk '$1 == "loaded" {print $4}' "$W/bpf-perfa.out")
+	json_check "$W/bpf-perfa.json" "d['capture']['bpf_untracked'] == '' and any(p['id'] == $id and p['samples'] > 0 and p['lines'] for p in d['capture']['bpf_programs'])"
+	json_check "$W/bpf-perfa.json" "any(r['source'] == 'bpf' and r['symbol'].endswith('_e2e_bpf_a') for r in rows)"
+	json_check "$W/bpf-perft.json" "'profiled tasks only' in d['capture']['bpf_untracked'] and not any(r['source'] == 'bpf' for r in rows)"
+}
+
 t_vdso_is_symbolized() {
 	# The vDSO has no file: its build-id comes from the kernel (MMAP3) or
 	# from the process's memory, and the image is cached where perf keeps it.
@@ -1913,7 +1931,7 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_report_controls_match_perf t_script_matches_perf_script t_buildid_list_matches_perf
        t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
-       t_pid_whose_main_thread_exited t_bpf_programs_by_tag t_vdso_is_symbolized
+       t_pid_whose_main_thread_exited t_bpf_programs_by_tag t_bpf_in_perf_files t_vdso_is_symbolized
        t_kernel_symbols_from_the_capture
        t_hidden_kallsyms_gives_no_kernel_symbols
        t_startup_with_many_processes_drains_meanwhile t_startup_remap_before_the_read
@@ -1928,6 +1946,7 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
 # of a file, whatever kernel recorded it: the guest suites (E2E_EXPECT_MODE
 # set) leave them to the host's, where they take a minute, not ten.
 report_only=(t_report_controls_match_perf t_script_matches_perf_script t_buildid_list_matches_perf
+             t_bpf_in_perf_files
              t_debuginfod_serves_the_cache_to_a_fresh_home
              t_debuginfod_unreachable_is_bounded_and_said_once t_debuginfod_wrong_file_is_refused)
 if [ -n "${E2E_EXPECT_MODE:-}" ]; then
