@@ -294,7 +294,9 @@ TEST(BpfRecordTest, KsymbolAndBpfEventRoundTrip) {
   k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_cpu = true;
   k.sample_id.time = 77;
   Record r;
-  ASSERT_EQ(DecodeRecord(EncodeKsymbol(k, kFormat), kFormat, &r), DecodeStatus::kOk);
+  // (The decoded record's name points into the bytes: they must outlive it.)
+  const std::vector<uint8_t> ksymbol = EncodeKsymbol(k, kFormat);
+  ASSERT_EQ(DecodeRecord(ksymbol, kFormat, &r), DecodeStatus::kOk);
   const KsymbolRecord& kd = std::get<KsymbolRecord>(r);
   EXPECT_EQ(kd.addr, k.addr);
   EXPECT_EQ(kd.len, k.len);
