@@ -75,35 +75,19 @@ SampleFormat CaptureEvents::format() const {
   return {sideband_attr_.sample_type, sideband_attr_.read_format, sideband_attr_.sample_id_all != 0};
 }
 
-std::vector<uint64_t> CaptureEvents::ids(size_t event) const {
+std::vector<uint64_t> CaptureEvents::IdsOf(int kind) const {
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < events_.size(); ++i) {
-    if (event_of_[i] != static_cast<int>(event)) continue;
+    if (event_of_[i] != kind) continue;
     auto id = events_[i].Id();
     if (id.ok()) ids.push_back(*id);
   }
   return ids;
 }
 
-std::vector<uint64_t> CaptureEvents::sideband_ids() const {
-  std::vector<uint64_t> ids;
-  for (size_t i = 0; i < events_.size(); ++i) {
-    if (event_of_[i] != kSideband) continue;
-    auto id = events_[i].Id();
-    if (id.ok()) ids.push_back(*id);
-  }
-  return ids;
-}
-
-std::vector<uint64_t> CaptureEvents::bpf_sideband_ids() const {
-  std::vector<uint64_t> ids;
-  for (size_t i = 0; i < events_.size(); ++i) {
-    if (event_of_[i] != kBpfSideband) continue;
-    auto id = events_[i].Id();
-    if (id.ok()) ids.push_back(*id);
-  }
-  return ids;
-}
+std::vector<uint64_t> CaptureEvents::ids(size_t event) const { return IdsOf(static_cast<int>(event)); }
+std::vector<uint64_t> CaptureEvents::sideband_ids() const { return IdsOf(kSideband); }
+std::vector<uint64_t> CaptureEvents::bpf_sideband_ids() const { return IdsOf(kBpfSideband); }
 
 bool CaptureEvents::monotonic_clock() const {
   return sideband_attr_.use_clockid && sideband_attr_.clockid == CLOCK_MONOTONIC;

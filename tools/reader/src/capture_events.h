@@ -130,6 +130,9 @@ class CaptureEvents {
  private:
   CaptureEvents() = default;
   Status OpenAll(const EventOptions& options);
+  // The ids of the events of one kind (an index into attrs_, kSideband or
+  // kBpfSideband).
+  std::vector<uint64_t> IdsOf(int kind) const;
 
   std::vector<EventSpec> events_spec_;
   std::vector<perf_event_attr> attrs_;  // parallel to events_spec_

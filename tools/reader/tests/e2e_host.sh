@@ -664,16 +664,6 @@ worker_tid() {
 	echo "$tid"
 }
 
-# wait_line FILE LINE: until FILE has the line LINE (at most 300 s)
-wait_line() {
-	local i
-	for ((i = 0; i < 3000; i++)); do
-		grep -qx "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
 t_pid_of_a_thread_means_its_process() {
 	# -p with a thread id profiles the whole process, attributed to it (the
 	# samples carry the process id, so the mappings must be under it too).
