@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "build_id.h"
 #include "files.h"
 
 namespace mmap3 {
@@ -92,11 +93,7 @@ BpfPrograms::~BpfPrograms() = default;
 BpfPrograms::BpfPrograms(BpfPrograms&&) noexcept = default;
 BpfPrograms& BpfPrograms::operator=(BpfPrograms&&) noexcept = default;
 
-std::string BpfTagHex(const BpfTag& tag) {
-  std::string s;
-  for (uint8_t b : tag) s += fmt::format("{:02x}", b);
-  return s;
-}
+std::string BpfTagHex(const BpfTag& tag) { return BuildId(tag.data(), tag.size()).Hex(); }
 
 std::optional<BpfTag> BpfTagOfSymbol(std::string_view name) {
   constexpr std::string_view kPrefix = "bpf_prog_";
