@@ -508,6 +508,51 @@ static void random_corruption_is_safe(struct kunit *test)
 	KUNIT_EXPECT_GT(test, found, 0U);
 }
 
+/*
+ * build_id_parse_notes(): a section of notes as a module has it, reached
+ * through its section header rather than a PT_NOTE.
+ */
+static void notes_section_found(struct kunit *test)
+{
+	struct elf_img *img = img_new(test, true, 256);
+	struct build_id id = { .status = BUILD_ID_NO_NOTE };
+	u64 end;
+
+	end = img_put_note(img, 0, 6, 4, 1, "Linux", 4);
+	end = img_put_note(img, end, 4, 16, NT_GNU_BUILD_ID_TYPE, "GNU", 4);
+	KUNIT_ASSERT_TRUE(test, build_id_parse_notes(img->buf, end, &id));
+	KUNIT_EXPECT_EQ(test, id.status, BUILD_ID_FOUND);
+	KUNIT_EXPECT_EQ(test, id.size, 16);
+	KUNIT_EXPECT_EQ(test, id.data[0], 0xa0);
+	KUNIT_EXPECT_EQ(test, id.data[15], 0xaf);
+	KUNIT_EXPECT_EQ(test, id.data[16], 0);
+}
+
+static void notes_section_without_build_id_left_alone(struct kunit *test)
+{
+	struct elf_img *img = img_new(test, true, 256);
+	struct build_id id = { .status = BUILD_ID_NO_NOTE };
+	u64 end;
+
+	end = img_put_note(img, 0, 6, 4, 1, "Linux", 4);
+	end = img_put_note(img, end, 4, 16, NT_GNU_BUILD_ID_TYPE, "GNX", 4);
+	KUNIT_EXPECT_FALSE(test, build_id_parse_notes(img->buf, end, &id));
+	KUNIT_EXPECT_EQ(test, id.status, BUILD_ID_NO_NOTE);
+	KUNIT_EXPECT_EQ(test, id.size, 0);
+}
+
+static void notes_section_cut_short_not_read(struct kunit *test)
+{
+	struct elf_img *img = img_new(test, true, 256);
+	struct build_id id = { .status = BUILD_ID_NO_NOTE };
+	u64 end;
+
+	/* The section ends inside the build ID: nothing past it is read. */
+	end = img_put_note(img, 0, 4, 20, NT_GNU_BUILD_ID_TYPE, "GNU", 4);
+	KUNIT_EXPECT_FALSE(test, build_id_parse_notes(img->buf, end - 4, &id));
+	KUNIT_EXPECT_EQ(test, id.status, BUILD_ID_NO_NOTE);
+}
+
 static struct kunit_case buildid_test_cases[] = {
 	KUNIT_CASE(elf64_sha1_build_id_found),
 	KUNIT_CASE(elf64_md5_build_id_found),
@@ -538,6 +583,9 @@ static struct kunit_case buildid_test_cases[] = {
 	KUNIT_CASE(empty_build_id_malformed),
 	KUNIT_CASE(endless_notes_bounded),
 	KUNIT_CASE(random_corruption_is_safe),
+	KUNIT_CASE(notes_section_found),
+	KUNIT_CASE(notes_section_without_build_id_left_alone),
+	KUNIT_CASE(notes_section_cut_short_not_read),
 	{}
 };
 

@@ -7,7 +7,9 @@
 #
 #   make selftests    build/selftests: mmap3_test, its DSO, fixtures and
 #                     fuse_backing (the FUSE daemon some tests mount), built
-#                     against uapi/ (what the host and the debug lane run)
+#                     against uapi/ (what the host and the debug lane run);
+#                     the test module (build/testmod/<kernel>/) is built
+#                     against the kernel each guest lane boots
 #   make intree-tests the series' copies are the project's files, and the
 #                     kselftest Makefile of the patched tree builds them
 #                     against its own headers: build/intree-selftests
@@ -75,6 +77,21 @@ $(SELFTEST_DIR)/libmmap3_dso.so: $(TOP)/selftests/mmap3_dso.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -shared -fPIC -Wl,--build-id=sha1 -o $@ $<
 
+# The test module (selftests/mmap3_testmod), built against each kernel the
+# guest tests boot: its vermagic must be the running kernel's.
+TESTMOD_SRC := $(TOP)/selftests/mmap3_testmod
+TESTMOD     := $(BUILD)/testmod/kernel/mmap3_testmod.ko
+TESTMOD_DEBUG := $(BUILD)/testmod/debug/mmap3_testmod.ko
+# _testmod KOBJ: build the module in this target's directory
+_testmod = rm -rf $(@D) && mkdir -p $(@D) && cp $(TESTMOD_SRC)/mmap3_testmod.c \
+	$(TESTMOD_SRC)/Kbuild $(@D)/ && $(MAKE) -s -C $(1) M=$(@D) modules
+
+$(TESTMOD): $(TESTMOD_SRC)/mmap3_testmod.c $(TESTMOD_SRC)/Kbuild $(BZIMAGE)
+	$(call _testmod,$(KOBJ))
+
+$(TESTMOD_DEBUG): $(TESTMOD_SRC)/mmap3_testmod.c $(TESTMOD_SRC)/Kbuild $(KDEBUG_BZIMAGE)
+	$(call _testmod,$(KDEBUG_OBJ))
+
 # The copies in the patched tree must be the project's files (a failure
 # names the file and says how to regenerate the series), and the tree's own
 # kselftest Makefile must build them, with the tree's headers.
@@ -92,9 +109,9 @@ $(BUILD)/uapi/uapi_check: $(TOP)/uapi/uapi_check.c $(TOP)/uapi/linux/perf_event_
 	$(CC) -Wall -Werror -I$(KHDR) -I$(TOP)/uapi -o $@ $<
 
 # Everything the guest runs, then one boot that runs it all.
-vm-test: intree-tests uapi-check $(VM_INITRAMFS)
+vm-test: intree-tests uapi-check $(TESTMOD) $(VM_INITRAMFS)
 	$(VM_RUN) --kernel $(BZIMAGE) -- $(TOP)/scripts/test/guest-tests $(BUILD) \
-		--selftests $(INTREE_SELFTEST_DIR)
+		--selftests $(INTREE_SELFTEST_DIR) --testmod $(TESTMOD)
 
 # The reliability gates (see the top of this file).  The guest timeouts
 # bound a hung guest, not the tests' own pace.
@@ -102,10 +119,11 @@ VM_TEST_DEBUG_SCALE   ?= 4
 VM_TEST_DEBUG_TIMEOUT ?= 3600
 TRINITY_SECONDS       ?= 180
 
-vm-test-debug: selftests $(KDEBUG_BZIMAGE) $(VM_INITRAMFS)
+vm-test-debug: selftests $(KDEBUG_BZIMAGE) $(TESTMOD_DEBUG) $(VM_INITRAMFS)
 	@$(TOP)/scripts/test/vm-debug-run vm-test-debug $(VM_TEST_DEBUG_TIMEOUT) \
 		env MMAP3_TEST_TIMEOUT_SCALE=$(VM_TEST_DEBUG_SCALE) \
-		$(TOP)/scripts/test/guest-tests $(BUILD) --kobj $(KDEBUG_OBJ)
+		$(TOP)/scripts/test/guest-tests $(BUILD) --kobj $(KDEBUG_OBJ) \
+		--testmod $(TESTMOD_DEBUG)
 
 vm-trinity: selftests $(KDEBUG_BZIMAGE) $(VM_INITRAMFS)
 	@$(TOP)/scripts/test/vm-debug-run vm-trinity $$(($(TRINITY_SECONDS) + 900)) \

@@ -19,7 +19,7 @@
 
 /* Exists, and reads as the ABI version, when the kernel has MMAP3 */
 #define PERF_MMAP3_CAP_PATH		"/proc/sys/kernel/perf_event_mmap3"
-#define PERF_MMAP3_ABI_VERSION		1
+#define PERF_MMAP3_ABI_VERSION		2
 
 /* attr.mmap3: the last bit of the flags word that follows read_format */
 #define PERF_MMAP3_ATTR_BIT		63
@@ -38,6 +38,9 @@
 #define PERF_MMAP3_BUILD_ID_REFUSED	PERF_BUILD_ID_REFUSED
 #define PERF_MMAP3_BUILD_ID_STATUS_MAX	PERF_BUILD_ID_REFUSED
 
+/* mmap3_flags: a module's unload (ABI version 2) */
+#define PERF_MMAP3_UNLOADED		PERF_RECORD_MMAP3_UNLOADED
+
 /* The record as <linux/perf_event.h> describes it, without sample_id */
 struct perf_mmap3_record {
 	struct perf_event_header header;
@@ -52,7 +55,7 @@ struct perf_mmap3_record {
 	__u32	prot, flags;
 	__u8	build_id_size;
 	__u8	build_id_status;
-	__u16	__reserved_1;
+	__u16	mmap3_flags;
 	__u8	build_id[PERF_MMAP3_BUILD_ID_MAX];
 	char	filename[];
 };

@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -2415,6 +2417,271 @@ TEST_F(mmap3, cpu_wide_event_with_only_mmap3_reports_mappings)
 	ASSERT_EQ(getpid(), record_for(&m3_recs, path, p)->pid);
 	rec_list_free(&m3_recs);
 	rec_list_free(&m2_recs);
+}
+
+/*
+ * Modules (ABI version 2): a module loaded, run, unloaded and loaded again
+ * while an mmap3 event samples the kernel.  Each load and unload is an
+ * MMAP3 record of the module's code with the build ID of its .ko, and every
+ * sample taken in the module's code falls in the range of the load in
+ * force when it was taken.  MMAP3_TEST_MODULE names the module's .ko
+ * (selftests/mmap3_testmod, built by make vm-test against the kernel the
+ * guest runs).
+ */
+#define TESTMOD_NAME	"mmap3_testmod"
+#define TESTMOD_PROC	"/proc/mmap3_testmod"
+
+/* The build ID in a relocatable object's note sections (a .ko) */
+static int ko_build_id(const char *path, unsigned char *id, unsigned int *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), found = 0;
+	Elf_Scn *scn = NULL;
+	Elf *e;
+
+	if (fd < 0)
+		return -1;
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	while (e && !found && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		GElf_Nhdr n;
+		size_t off = 0, name_off, desc_off, next;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		d = elf_getdata(scn, NULL);
+		while (d && !found &&
+		       (next = gelf_getnote(d, off, &n, &name_off, &desc_off)) > 0) {
+			if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 &&
+			    !memcmp((char *)d->d_buf + name_off, "GNU", 4) &&
+			    n.n_descsz >= 1 && n.n_descsz <= 20) {
+				memcpy(id, (char *)d->d_buf + desc_off, n.n_descsz);
+				*len = n.n_descsz;
+				found = 1;
+			}
+			off = next;
+		}
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return found ? 0 : -1;
+}
+
+static int testmod_load(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = syscall(__NR_finit_module, fd, "", 0);
+	ret = ret ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+static int testmod_unload(void)
+{
+	return syscall(__NR_delete_module, TESTMOD_NAME, O_NONBLOCK) ? -errno : 0;
+}
+
+/* Runs @n steps of the module's loop */
+static int testmod_spin(unsigned long n)
+{
+	char buf[32];
+	int fd = open(TESTMOD_PROC, O_WRONLY | O_CLOEXEC), len, ret;
+
+	if (fd < 0)
+		return -errno;
+	len = snprintf(buf, sizeof(buf), "%lu\n", n);
+	ret = write(fd, buf, len) == len ? 0 : -errno;
+	close(fd);
+	return ret;
+}
+
+/* The module's address as /proc/modules gives it; 0 if not loaded */
+static uint64_t testmod_address(void)
+{
+	char line[512], name[64];
+	unsigned long long addr;
+	uint64_t found = 0;
+	FILE *f = fopen("/proc/modules", "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63s %*s %*s %*s %*s %llx", name, &addr) == 2 &&
+		    !strcmp(name, TESTMOD_NAME))
+			found = addr;
+	fclose(f);
+	return found;
+}
+
+/* A sample's ip and time (sample_type IP | TID | TIME) */
+struct testmod_sample {
+	uint64_t ip;
+	uint32_t pid, tid;
+	uint64_t time;
+};
+
+static bool testmod_is(const struct perf_mmap3_record *m)
+{
+	return m && m->pid == (uint32_t)-1 && !strcmp(m->filename, "[" TESTMOD_NAME "]");
+}
+
+/* Spins until a sample in [start, start + len) is in @recs */
+static bool testmod_spin_until_sampled(struct __test_metadata *_metadata,
+				       struct mmap3_event *ev, struct rec_list *recs,
+				       uint64_t start, uint64_t len)
+{
+	size_t from = recs->n;
+	int round;
+
+	for (round = 0; round < 2000; round++) {
+		size_t i;
+
+		EXPECT_EQ(0, testmod_spin(1000000));
+		mmap3_collect(ev, recs);
+		for (i = from; i < recs->n; i++) {
+			const struct testmod_sample *s = (const void *)(recs->v[i].hdr + 1);
+
+			if (recs->v[i].hdr->type == PERF_RECORD_SAMPLE &&
+			    s->ip - start < len)
+				return true;
+		}
+	}
+	return false;
+}
+
+TEST_F_TIMEOUT(mmap3, module_load_and_unload_are_reported, 300)
+{
+	const char *path = getenv("MMAP3_TEST_MODULE");
+	struct mmap3_event sampler = { .fd = -1 }, user_only = { .fd = -1 };
+	struct rec_list recs = { 0 }, user_recs = { 0 };
+	const struct perf_mmap3_record *load[2] = { NULL }, *unload[2] = { NULL };
+	const struct perf_mmap3_record *cur = NULL;
+	unsigned char id[20];
+	unsigned int id_len = 0;
+	struct perf_event_attr attr;
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t addr[2];
+	size_t i, in_module = 0;
+	int fd, round, loads = 0, unloads = 0;
+
+	REQUIRE_MMAP3();
+	if (!path)
+		SKIP(return, "MMAP3_TEST_MODULE does not name the test module's .ko");
+	ASSERT_EQ(0, ko_build_id(path, id, &id_len)) TH_LOG("%s has no build ID", path);
+	testmod_unload();	/* left by a run that did not finish */
+
+	/* Samples of this task, kernel included, with the mmap3 records */
+	memset(&attr, 0, sizeof(attr));
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_CPU_CLOCK;
+	attr.sample_period = 100000;
+	attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+	attr.sample_id_all = 1;
+	attr.exclude_hv = 1;
+	perf_mmap3_attr_set(&attr);
+	fd = syscall(__NR_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	ASSERT_LE(0, fd) TH_LOG("perf_event_open: %s", strerror(errno));
+	sampler.fd = fd;
+	sampler.data_size = RING_PAGES * page;
+	sampler.base = mmap(NULL, (RING_PAGES + 1) * page, PROT_READ | PROT_WRITE,
+			    MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, sampler.base);
+	/* An event that excludes the kernel must not learn its addresses */
+	ASSERT_EQ(0, mmap3_open(&user_only, 0, -1, EV_MMAP3, 16));
+
+	for (round = 0; round < 2; round++) {
+		int err = testmod_load(path);
+
+		ASSERT_EQ(0, err) TH_LOG("finit_module(%s): %s", path, strerror(-err));
+		addr[round] = testmod_address();
+		mmap3_collect(&sampler, &recs);
+		for (i = 0; i < recs.n && !load[round]; i++)
+			if (testmod_is(as_mmap3(&recs.v[i])) &&
+			    !(as_mmap3(&recs.v[i])->mmap3_flags & PERF_MMAP3_UNLOADED) &&
+			    (round == 0 || as_mmap3(&recs.v[i]) != load[0]))
+				load[round] = as_mmap3(&recs.v[i]);
+		ASSERT_NE(NULL, load[round]) TH_LOG("no record of load %d", round + 1);
+		ASSERT_EQ(addr[round], load[round]->addr);
+		ASSERT_TRUE(testmod_spin_until_sampled(_metadata, &sampler, &recs,
+						       load[round]->addr, load[round]->len))
+			TH_LOG("no sample in the module's code");
+		err = testmod_unload();
+		ASSERT_EQ(0, err) TH_LOG("delete_module: %s", strerror(-err));
+		mmap3_collect(&sampler, &recs);
+	}
+	mmap3_collect(&user_only, &user_recs);
+
+	/* The records, in order: load, unload, load, unload */
+	for (i = 0; i < recs.n; i++) {
+		const struct perf_mmap3_record *m = as_mmap3(&recs.v[i]);
+		const struct testmod_sample *s = (const void *)(recs.v[i].hdr + 1);
+
+		if (m)
+			ASSERT_EQ(NULL, mmap3_record_problem(recs.v[i].hdr, true))
+				TH_LOG("%s: %s", m->filename,
+				       mmap3_record_problem(recs.v[i].hdr, true));
+		if (testmod_is(m)) {
+			bool gone = m->mmap3_flags & PERF_MMAP3_UNLOADED;
+
+			ASSERT_EQ(PERF_RECORD_MISC_KERNEL,
+				  m->header.misc & PERF_RECORD_MISC_CPUMODE_MASK);
+			ASSERT_EQ((uint32_t)-1, m->tid);
+			ASSERT_EQ(0, m->ino);
+			ASSERT_EQ(PROT_READ | PROT_EXEC, m->prot);
+			ASSERT_NE(0, m->len);
+			ASSERT_EQ(PERF_MMAP3_BUILD_ID_FOUND, m->build_id_status);
+			ASSERT_EQ(id_len, m->build_id_size);
+			ASSERT_EQ(0, memcmp(id, m->build_id, id_len));
+			if (!gone) {
+				ASSERT_EQ(NULL, cur) TH_LOG("a load before the unload");
+				ASSERT_GT(2, loads);
+				ASSERT_EQ(load[loads], m);
+				cur = m;
+				loads++;
+			} else {
+				ASSERT_NE(NULL, cur) TH_LOG("an unload without a load");
+				ASSERT_EQ(cur->addr, m->addr);
+				ASSERT_EQ(cur->len, m->len);
+				unload[unloads++] = m;
+				cur = NULL;
+			}
+			continue;
+		}
+		if (recs.v[i].hdr->type != PERF_RECORD_SAMPLE)
+			continue;
+		/* A sample in either load's range is in the one in force */
+		if (s->ip - load[0]->addr < load[0]->len ||
+		    s->ip - load[1]->addr < load[1]->len) {
+			ASSERT_NE(NULL, cur) TH_LOG("sample at %#llx with no module loaded",
+						    (unsigned long long)s->ip);
+			ASSERT_GT(cur->len, s->ip - cur->addr);
+			in_module++;
+		}
+	}
+	ASSERT_EQ(2, loads);
+	ASSERT_EQ(2, unloads);
+	ASSERT_NE(NULL, unload[1]);
+	ASSERT_LE(2, in_module);
+	TH_LOG("%zu samples in the module's code; loaded at %#llx, then at %#llx",
+	       in_module, (unsigned long long)addr[0], (unsigned long long)addr[1]);
+
+	for (i = 0; i < user_recs.n; i++) {
+		const struct perf_mmap3_record *m = as_mmap3(&user_recs.v[i]);
+
+		ASSERT_FALSE(m && m->pid == (uint32_t)-1)
+			TH_LOG("an event excluding the kernel got %s at %#llx",
+			       m->filename, (unsigned long long)m->addr);
+	}
+	mmap3_close(&sampler);
+	mmap3_close(&user_only);
+	rec_list_free(&recs);
+	rec_list_free(&user_recs);
 }
 
 /* Eight threads map, unmap and replace files under a system-wide event */

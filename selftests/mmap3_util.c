@@ -264,8 +264,11 @@ const char *mmap3_record_problem(const struct perf_event_header *hdr,
 	for (i = len; i < name_area; i++)
 		if (m->filename[i])
 			return "filename padding not zero";
-	if (m->__reserved_1)
-		return "reserved field not zero";
+	if (m->mmap3_flags & ~PERF_MMAP3_UNLOADED)
+		return "unknown mmap3_flags";
+	if ((m->mmap3_flags & PERF_MMAP3_UNLOADED) &&
+	    (m->pid != (__u32)-1 || m->filename[0] != '['))
+		return "UNLOADED on a record that is not a module's";
 	if (m->build_id_status > PERF_MMAP3_BUILD_ID_STATUS_MAX)
 		return "unknown status";
 	if (m->build_id_size > PERF_MMAP3_BUILD_ID_MAX)

@@ -94,7 +94,8 @@ static const char *record_problem(const struct perf_event_header *hdr)
 	if (m->addr + m->len < m->addr)
 		return "mapping wraps around";
 	sid = (const void *)((const char *)hdr + hdr->size - sizeof(*sid));
-	if (sid->pid != m->pid || sid->tid != m->tid)
+	/* A module's record is the kernel's (-1), made by the loading task */
+	if (m->pid != (__u32)-1 && (sid->pid != m->pid || sid->tid != m->tid))
 		return "sample_id pid/tid differ from the record's";
 	return NULL;
 }
@@ -226,7 +227,8 @@ static int selfcheck(void)
 		m->build_id[19] = 1), 1);
 	EXPECT(memset(m->filename, 'x', (sizeof(NAME) + 7) & ~7UL), 1);
 	EXPECT(m->filename[sizeof(NAME) + 1] = 'x', 1);
-	EXPECT(m->__reserved_1 = 1, 1);
+	EXPECT(m->mmap3_flags = 2, 1);
+	EXPECT(m->mmap3_flags = PERF_MMAP3_UNLOADED, 1);
 	EXPECT(m->header.size -= 4, 1);
 	EXPECT(m->header.size -= 8, 1);
 	EXPECT(m->header.type = 10 /* PERF_RECORD_MMAP2 */, 1);

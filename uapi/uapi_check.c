@@ -27,6 +27,8 @@ SAME(offsetof(struct perf_mmap3_record, filename), PERF_MMAP3_RECORD_FIXED_SIZE)
 SAME(offsetof(struct perf_mmap3_record, prot), 64);
 SAME(offsetof(struct perf_mmap3_record, build_id_size), 72);
 SAME(offsetof(struct perf_mmap3_record, build_id), 76);
+SAME(offsetof(struct perf_mmap3_record, mmap3_flags), 74);
+SAME(PERF_RECORD_MMAP3_UNLOADED, PERF_MMAP3_UNLOADED);
 
 int main(void)
 {

@@ -33,10 +33,12 @@
 
 /*
  * Capability file.  Present only on kernels with mmap3; it reads as the ABI
- * version, currently PERF_MMAP3_ABI_VERSION.
+ * version, currently PERF_MMAP3_ABI_VERSION.  Version 1: mappings.  Version
+ * 2 adds module loads and unloads (see PERF_MMAP3_UNLOADED); the record's
+ * layout is the same.
  */
 #define PERF_MMAP3_CAP_PATH		"/proc/sys/kernel/perf_event_mmap3"
-#define PERF_MMAP3_ABI_VERSION		1
+#define PERF_MMAP3_ABI_VERSION		2
 
 /* Largest build-id the record carries; shorter ones are zero padded. */
 #define PERF_MMAP3_BUILD_ID_MAX		20
@@ -60,6 +62,15 @@ enum perf_mmap3_build_id_status {
 #define PERF_MMAP3_BUILD_ID_STATUS_MAX	PERF_MMAP3_BUILD_ID_REFUSED
 
 /*
+ * perf_mmap3_record.mmap3_flags (ABI version 2; zero in version 1).  A
+ * module's load and unload (pid and tid -1, misc PERF_RECORD_MISC_KERNEL,
+ * "[name]", no inode, the module's core text, the build ID of its notes)
+ * go to mmap3 events that do not exclude the kernel; the unload carries
+ * this flag: from then on nothing is known to be at that range.
+ */
+#define PERF_MMAP3_UNLOADED		(1 << 0)
+
+/*
  * Layout of a PERF_RECORD_MMAP3 record.  Everything PERF_RECORD_MMAP2 carries
  * without the build-id union, then the build-id with its size and status.
  * The filename is NUL terminated and padded to 8 bytes; struct sample_id
@@ -78,7 +89,7 @@ struct perf_mmap3_record {
 	__u32	prot, flags;
 	__u8	build_id_size;
 	__u8	build_id_status;
-	__u16	__reserved_1;
+	__u16	mmap3_flags;
 	__u8	build_id[PERF_MMAP3_BUILD_ID_MAX];
 	char	filename[];
 };

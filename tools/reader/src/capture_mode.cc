@@ -41,9 +41,12 @@ Result<ModeDecision> DetectCaptureMode(CaptureMode max_mode, bool require_mmap3,
     d.reason = "MMAP3 disabled by --mode";
   } else if (auto text = ReadSmallFile(cap); !text.ok()) {
     d.reason = fmt::format("kernel does not advertise MMAP3 ({} absent)", cap);
-  } else if (std::atoi(text->c_str()) != PERF_MMAP3_ABI_VERSION) {
-    d.reason = fmt::format("kernel MMAP3 ABI version {} != {}", std::atoi(text->c_str()),
-                           PERF_MMAP3_ABI_VERSION);
+  } else if (const int version = std::atoi(text->c_str());
+             version < 1 || version > PERF_MMAP3_ABI_VERSION) {
+    // Version 2 added module records to version 1's; a newer one may mean
+    // something this reader would misread.
+    d.reason = fmt::format("kernel MMAP3 ABI version {} is not one this reader knows (1 to {})",
+                           version, PERF_MMAP3_ABI_VERSION);
   } else {
     perf_event_attr a = probe;
     a.mmap2 = 0;
@@ -51,6 +54,7 @@ Result<ModeDecision> DetectCaptureMode(CaptureMode max_mode, bool require_mmap3,
     auto fd = PerfEventFd::Open(a, 0, -1);
     if (fd.ok()) {
       d.mode = CaptureMode::kMmap3;
+      d.abi_version = version;
       return d;
     }
     d.reason = "kernel advertises MMAP3 but rejected the attr bit: " + fd.status().ToString();

@@ -19,6 +19,7 @@ const char* CaptureModeName(CaptureMode mode);
 struct ModeDecision {
   CaptureMode mode = CaptureMode::kMmap2;
   std::string reason;  // why MMAP3 is not used ("" if it is)
+  int abi_version = 0;  // the kernel's MMAP3 ABI version (0: no MMAP3)
 };
 
 // Probes the kernel with a disabled dummy event on this process.  `max_mode`

@@ -727,6 +727,13 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
       return;
     }
     MmapRecord m = std::get<MmapRecord>(decoded);
+    if (m.mmap3_flags & PERF_MMAP3_UNLOADED) {
+      // MMAP2 has no way to say "gone", and as a record it would say the
+      // module was loaded there again.  Left out, perf keeps the module
+      // where it was until the next load there, where nothing runs anyway.
+      ++result.unloads;
+      return;
+    }
     m.format = m.build_id.empty() ? MmapFormat::kMmap2 : MmapFormat::kMmap2BuildId;
     // The body is re-encoded; the sample_id trailer is kept byte for byte.
     out = EncodeMmap(m, SampleFormat{f.sample_type, f.read_format, false});

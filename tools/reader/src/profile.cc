@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "bpf_progs.h"
+#include "linux/perf_event_mmap3.h"
 #include "perf_map.h"
 
 namespace mmap3 {
@@ -272,6 +273,15 @@ void Profile::OnKsymbol(const KsymbolRecord& k) {
 
 void Profile::OnKernelMmap(const MmapRecord& m) {
   static constexpr std::string_view kImage = "[kernel.kallsyms]";
+  if (m.mmap3_flags & PERF_MMAP3_UNLOADED) {
+    // A module's unload (MMAP3 ABI version 2): from now on nothing is known
+    // to be at its range.  A sample there, which only a record out of time
+    // order could give, is the kernel's, without a symbol.
+    const uint64_t end = m.start + m.len < m.start ? UINT64_MAX : m.start + m.len;
+    processes_.EraseKernel(m.start, end);
+    unloaded_modules_.insert({std::string(m.filename), m.start});
+    return;
+  }
   const std::string_view name = m.filename;
   std::shared_ptr<const MappedObject> object;
   if (name.starts_with(kImage)) {
@@ -507,6 +517,9 @@ void Profile::SetChangedKernelModules(const std::vector<KernelModuleMapping>& mo
     if (e.pid != kKernelPid || !e.object->kernel_module ||
         !changed.count({e.object->path, e.start}))
       continue;
+    // The kernel said when it was unloaded (MMAP3 ABI version 2): its
+    // samples came before, and nothing is named there after.
+    if (unloaded_modules_.count({e.object->path, e.start})) continue;
     paths.insert(e.object->path);
     auto& stand_in = changed_modules_[e.object];
     if (stand_in) continue;

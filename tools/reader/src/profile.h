@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -218,6 +219,9 @@ class Profile {
   // Changed modules' objects -> their stand-ins, without a build-id.
   std::map<const MappedObject*, std::shared_ptr<const MappedObject>> changed_modules_;
   std::vector<std::string> changed_module_paths_;  // sorted
+  // Modules whose unload the kernel reported (path, start): never changed
+  // behind our back.
+  std::set<std::pair<std::string, uint64_t>> unloaded_modules_;
   uint64_t samples_ = 0, lost_records_ = 0, lost_samples_ = 0, bad_records_ = 0;
   uint64_t period_ = 0;  // sum of the samples' periods: what overhead is a share of
   uint64_t unattributed_ = 0;

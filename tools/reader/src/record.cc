@@ -139,7 +139,7 @@ DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleFor
     m.flags = c.Read<uint32_t>();
     uint8_t size = c.Read<uint8_t>();
     m.build_id_status = c.Read<uint8_t>();
-    c.Skip(2);
+    m.mmap3_flags = c.Read<uint16_t>();
     uint8_t id[PERF_MMAP3_BUILD_ID_MAX];
     for (auto& b : id) b = c.Read<uint8_t>();
     if (!c.ok()) return DecodeStatus::kTruncated;
@@ -152,6 +152,11 @@ DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleFor
     } else if (size != 0) {
       return DecodeStatus::kMalformed;
     }
+    // A flag this reader does not know may change what the record means;
+    // only a module (pid -1) is ever unloaded.
+    if ((m.mmap3_flags & ~PERF_MMAP3_UNLOADED) != 0 ||
+        ((m.mmap3_flags & PERF_MMAP3_UNLOADED) && m.pid != UINT32_MAX))
+      return DecodeStatus::kMalformed;
   }
   if (!c.ok()) return DecodeStatus::kTruncated;
   if (!ReadString(c.position(), body_end, &m.filename)) return DecodeStatus::kMalformed;

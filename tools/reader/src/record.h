@@ -72,6 +72,8 @@ struct MmapRecord {
   uint32_t prot = 0, flags = 0;
   BuildId build_id;                          // empty when the record has none
   uint8_t build_id_status = kNoBuildIdStatus;  // MMAP3 only
+  // MMAP3 only: PERF_MMAP3_UNLOADED on a module's unload (ABI version 2).
+  uint16_t mmap3_flags = 0;
   std::string_view filename;
   SampleId sample_id;
 };

@@ -96,7 +96,7 @@ std::vector<uint8_t> EncodeMmap(const MmapRecord& m, const SampleFormat& f) {
               ? static_cast<uint8_t>(m.build_id.empty() ? PERF_MMAP3_BUILD_ID_UNAVAILABLE
                                                         : PERF_MMAP3_BUILD_ID_FOUND)
               : m.build_id_status);
-    e.Put(uint16_t{0});
+    e.Put(m.mmap3_flags);
     e.PutBytes(id, sizeof(id));
   }
   if (m.format == MmapFormat::kMmap2 || m.format == MmapFormat::kMmap2BuildId) {

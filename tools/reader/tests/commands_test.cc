@@ -723,13 +723,13 @@ TEST(ModeDetectionTest, UnknownMmap3AbiVersionIsNotUsed) {
   // A capability file with a version we do not speak: the MMAP3 bit must not
   // be set (it is not even probed), and the capture still works.
   TempDir dir;
-  testing::WriteFile(dir.File("cap"), "2\n");
+  testing::WriteFile(dir.File("cap"), "3\n");
   RecordOptions o = ShellLoop();
   o.capture.mmap3_cap_path = dir.File("cap");
   auto r = RunRecord(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_NE(r->mode, CaptureMode::kMmap3);
-  EXPECT_NE(r->mode_reason.find("version 2"), std::string::npos) << r->mode_reason;
+  EXPECT_NE(r->mode_reason.find("version 3"), std::string::npos) << r->mode_reason;
 }
 
 TEST(ModeDetectionTest, MissingCapabilityFileMeansNoMmap3) {

@@ -14,6 +14,7 @@
 
 #include "build_id_cache.h"
 #include "fixtures.h"
+#include "linux/perf_event_mmap3.h"
 #include "record_sorter.h"
 #include "record_writer.h"
 
@@ -348,6 +349,24 @@ std::vector<uint8_t> KernelMmap(const std::string& name, uint64_t start, uint64_
   return EncodeMmap(m, kFormat);
 }
 
+// A module's load or unload as the kernel reports it (MMAP3 ABI version 2).
+std::vector<uint8_t> ModuleMmap3(const std::string& name, uint64_t start, uint64_t len,
+                                 const char* id, bool unloaded, uint64_t time) {
+  MmapRecord m;
+  m.format = MmapFormat::kMmap3;
+  m.misc = PERF_RECORD_MISC_KERNEL;
+  m.pid = m.tid = kKernelPid;
+  m.start = start;
+  m.len = len;
+  m.prot = 5;
+  m.build_id = Id(id);
+  m.build_id_status = PERF_MMAP3_BUILD_ID_FOUND;
+  m.mmap3_flags = unloaded ? PERF_MMAP3_UNLOADED : 0;
+  m.filename = name;
+  m.sample_id = Sid(kKernelPid, time);
+  return EncodeMmap(m, kFormat);
+}
+
 class KernelAttributionTest : public ::testing::Test {
  protected:
   static constexpr uint64_t kBootA = 0xffffffff81000000;  // the running kernel's offset
@@ -462,6 +481,51 @@ TEST_F(KernelAttributionTest, AModuleWithOtherCodeInItsPlaceGetsNoSymbols) {
   EXPECT_EQ(m.mappings[1].source, BuildIdSource::kNone);
   // The image is not a module.
   EXPECT_EQ(Row(m, "[kernel.kallsyms]", 3)->build_id, Id(kIdV3));
+}
+
+// The kernel reports module loads and unloads (MMAP3 ABI version 2): a
+// module unloaded and another build of it loaded at the same address are
+// two objects, each with its own samples and build-id; between them the
+// range is nobody's.  That the range held other code at the end is then no
+// reason to doubt either.
+TEST_F(KernelAttributionTest, AModuleUnloadedAndLoadedAgainIsTwoObjects) {
+  search_.cache_dir = cache_.path();
+  CacheModuleSymbols();
+  ProfileOptions o;
+  o.kernel_build_id = Id(kIdV3);
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(KernelMmap("[kernel.kallsyms]_text", kBootB, 0x2000, kBootB, nullptr));
+  p.Process(KernelMmap("[fakemod]", kModuleB, 0x3000, 0, kIdV1));  // synthesized at the start
+  p.Process(Comm(5, "app", 1));
+  for (uint64_t t = 2; t < 4; ++t) p.Process(Sample(5, kModuleB + 0x1010, t, {}, true));
+  p.Process(ModuleMmap3("[fakemod]", kModuleB, 0x3000, kIdV1, /*unloaded=*/true, 4));
+  p.Process(Sample(5, kModuleB + 0x1010, 5, {}, true));
+  p.Process(ModuleMmap3("[fakemod]", kModuleB, 0x4000, kIdV2, /*unloaded=*/false, 6));
+  for (uint64_t t = 7; t < 10; ++t) p.Process(Sample(5, kModuleB + 0x1010, t, {}, true));
+  p.Process(ModuleMmap3("[fakemod]", kModuleB, 0x4000, kIdV2, /*unloaded=*/true, 10));
+  p.Process(Sample(5, kModuleB + 0x3010, 11, {}, true));
+  p.SetChangedKernelModules({{"[fakemod]", kModuleB}});
+  ReportModel m = ReportWith(p, search_);
+
+  const ReportRow* first = Row(m, "[fakemod]", 2);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->build_id, Id(kIdV1));
+  EXPECT_EQ(first->symbol, "mod_work");
+  const ReportRow* second = Row(m, "[fakemod]", 3);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->build_id, Id(kIdV2));
+  EXPECT_EQ(second->source, BuildIdSource::kKernelNotes);
+  EXPECT_NE(second->symbol, "mod_work");  // v1's symbols are not v2's
+  // Between the loads and after the last unload: the kernel, no symbol.
+  uint64_t nobody = 0;
+  for (const ReportRow& r : m.rows)
+    if (r.path == "[kernel.kallsyms]") {
+      EXPECT_EQ(r.symbol.rfind("[unknown", 0), 0u) << r.symbol;
+      nobody += r.samples;
+    }
+  EXPECT_EQ(nobody, 2u);
+  EXPECT_TRUE(m.changed_kernel_modules.empty());
 }
 
 // A kernel chain with an interrupt in it: the unwinder gives the

@@ -221,6 +221,31 @@ TEST(RecordTest, Mmap3EncoderMatchesUapiLayout) {
   EXPECT_EQ(EncodeMmap(m, f), raw);
 }
 
+// ABI version 2: a module's load and unload.  The unload flag is read and
+// written back; a flag this reader does not know, or an unload of anything
+// but the kernel's (pid -1), is not trusted.
+TEST(RecordTest, Mmap3ModuleUnloadFlag) {
+  const SampleFormat f{kTypeNoCallchain, 0, true};
+  std::vector<uint8_t> raw = RawMmap3(PERF_MMAP3_BUILD_ID_FOUND, 20, "[mod]", f);
+  auto* rec = reinterpret_cast<perf_mmap3_record*>(raw.data());
+  rec->pid = rec->tid = UINT32_MAX;
+  rec->mmap3_flags = PERF_MMAP3_UNLOADED;
+  MmapRecord m = DecodeAs<MmapRecord>(raw, f);
+  EXPECT_EQ(m.mmap3_flags, PERF_MMAP3_UNLOADED);
+  EXPECT_EQ(m.pid, UINT32_MAX);
+  m.sample_id = Sid(7, 5555, 1);
+  m.sample_id.tid = 8;
+  EXPECT_EQ(EncodeMmap(m, f), raw);
+
+  rec->mmap3_flags = PERF_MMAP3_UNLOADED << 1;
+  EXPECT_EQ(StatusOf(raw, f), DecodeStatus::kMalformed);
+  rec->mmap3_flags = PERF_MMAP3_UNLOADED;
+  rec->pid = 7;
+  EXPECT_EQ(StatusOf(raw, f), DecodeStatus::kMalformed);
+  rec->mmap3_flags = 0;
+  EXPECT_EQ(StatusOf(raw, f), DecodeStatus::kOk);
+}
+
 TEST(RecordTest, DecodesCommWithExecBit) {
   CommRecord c;
   c.pid = 10;
