@@ -131,10 +131,12 @@ _reader_e2e_vm = $(VM_RUN) --timeout $(READER_E2E_VM_TIMEOUT) $(1) \
 # runs; make demo's coverage comparison keeps its stock build of the same
 # configuration as the patched kernel.
 reader-e2e-vm: _kernel_quiet := 1
-reader-e2e-vm: reader $(BZIMAGE) $(DISTRO_KERNEL) $(VM_INITRAMFS)
+# The patched guest also loads the test module (selftests/mmap3_testmod),
+# whose loads and unloads its kernel reports.
+reader-e2e-vm: reader $(BZIMAGE) $(TESTMOD) $(DISTRO_KERNEL) $(VM_INITRAMFS)
 	@rc=0; \
 	echo "== reader e2e in the patched guest (MMAP3)"; \
-	$(call _reader_e2e_vm,--kernel $(BZIMAGE),mmap3,e2e_vm_mmap3) || rc=1; \
+	$(call _reader_e2e_vm,--kernel $(BZIMAGE) --env E2E_TEST_MODULE=$(TESTMOD),mmap3,e2e_vm_mmap3) || rc=1; \
 	echo "== reader e2e in the stock guest, Debian's $$(cut -d' ' -f1 $(BUILD)/distro-kernel/version) (MMAP2 + build-id)"; \
 	$(call _reader_e2e_vm,--distro,mmap2-build-id,e2e_vm_stock) || rc=1; \
 	exit $$rc

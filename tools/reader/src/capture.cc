@@ -162,6 +162,8 @@ void Capture::CollectStats(const Enricher& enricher) {
   stats_.synthesized = e.synthesized;
   stats_.startup = e.startup;
   stats_.changed_kernel_modules = e.changed_kernel_modules;
+  stats_.module_loads = e.module_loads;
+  stats_.module_symbols_read = e.module_symbols_read;
   stats_.control_unknown = control_.unknown();
 }
 

@@ -30,6 +30,8 @@ struct CaptureStats {
   uint64_t fill_failures = 0;    // map_files unreadable (process gone, no permission)
   uint64_t synthesized = 0;
   uint64_t control_unknown = 0;  // --control lines that were no command we know
+  uint64_t module_loads = 0;         // reported by the kernel (MMAP3 ABI version 2)
+  uint64_t module_symbols_read = 0;  // ... whose symbols were read while loaded
   std::optional<StartupStats> startup;  // -a and -p only
   // Modules recorded at the start whose range held other code by the end
   // (see ModulesOverlaid): their samples cannot be attributed.

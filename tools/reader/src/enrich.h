@@ -78,6 +78,8 @@ struct EnrichStats {
   uint64_t perf_map_reads = 0;   // JIT maps read (every version of each)
   uint64_t bpf_programs_read = 0;      // described while loaded
   uint64_t bpf_programs_not_read = 0;  // gone first, or not allowed
+  uint64_t module_loads = 0;           // reported by the kernel (MMAP3 ABI 2)
+  uint64_t module_symbols_read = 0;    // ... of which the symbols were read while loaded
   std::optional<StartupStats> startup;  // after SynthesizeProcesses()
   std::vector<KernelModuleMapping> changed_kernel_modules;  // CheckKernelModules()
 };
@@ -150,6 +152,9 @@ class Enricher final : public CaptureSink {
   // A MMAP2 or MMAP3 record: handed on with the build-id filled in where
   // the kernel gave none, its file fed to the cache.
   void OnMmap(Bytes record);
+  // A module's load the kernel reported: its symbols are in kallsyms only
+  // while it is loaded, so they are read at once and kept by its build-id.
+  void ReadModuleSymbolsNow(const MmapRecord& m);
   // A BPF_EVENT record: a program loaded is read at once, while it exists.
   void OnBpfEvent(Bytes record);
   // Reads program `id` (with `tag`, if given) into options.bpf_programs,

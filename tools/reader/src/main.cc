@@ -466,6 +466,9 @@ int Main(int argc, char** argv) {
       if (r.bpf_programs_read != 0 || r.bpf_programs_not_read != 0)
         fmt::print(stderr, "[ BPF programs: {} described, {} not (report says why) ]\n",
                    r.bpf_programs_read, r.bpf_programs_not_read);
+      if (r.stats.module_loads != 0)
+        fmt::print(stderr, "[ kernel modules loaded during the capture: {} ({} with symbols "
+                   "read while loaded) ]\n", r.stats.module_loads, r.stats.module_symbols_read);
       for (size_t i = 0; i < r.perf_maps_refused.size() && i < 3; ++i)
         fmt::print(stderr, "mmap3-reader: warning: perf map of pid {} not read: {}\n",
                    r.perf_maps_refused[i].pid, r.perf_maps_refused[i].reason);

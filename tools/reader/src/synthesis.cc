@@ -130,6 +130,29 @@ void Enricher::SynthesizeBpfPrograms() {
   }
 }
 
+void Enricher::ReadModuleSymbolsNow(const MmapRecord& m) {
+  const std::string_view path = m.filename;
+  if (m.build_id.empty() || path.size() < 3 || !path.starts_with('[') || !path.ends_with(']'))
+    return;
+  const std::string name(path.substr(1, path.size() - 2));
+  // What kallsyms lists under this name must be this very load: the same
+  // build before and after the read (a module unloaded and another build
+  // loaded meanwhile would lend its symbols), at the record's address.
+  const std::string notes = ModuleNotesPath(name);
+  if (ReadKernelBuildId(notes) != m.build_id) return;
+  auto text = ReadSmallFile("/proc/kallsyms");
+  auto modules = ReadSmallFile("/proc/modules");
+  if (!text.ok() || !modules.ok() || ReadKernelBuildId(notes) != m.build_id) return;
+  const Kallsyms now = ParseKallsyms(*text);
+  if (now.hidden) return;
+  for (const KernelModule& module : ParseKernelModules(*modules, now, ReadCoreSizes(*modules))) {
+    if (module.name != name || module.start != m.start) continue;
+    cache_.AddModuleSymbols(m.build_id, std::string(path), module);
+    if (!module.symbols.empty()) ++stats_.module_symbols_read;
+    return;
+  }
+}
+
 void Enricher::CheckKernelModules() {
   // The kernel reports no module loads or unloads, so the modules recorded
   // at the start are compared with those loaded now: a range that holds

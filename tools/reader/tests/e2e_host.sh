@@ -745,6 +745,88 @@ t_bpf_programs_by_tag() {
 	bpf_scenario bpf-a "$W/bpf-a.sh" -a
 }
 
+t_module_loaded_during_capture() {
+	# A kernel with MMAP3 ABI version 2 reports each module load and unload.
+	# During one capture (-a) the test module is loaded, run, unloaded, and
+	# another build of it (its build-id note changed) loaded, run and
+	# unloaded, often at the same address.  Each build's samples are on
+	# "[mmap3_testmod]" with its own build-id and on its own symbol, which
+	# record read from kallsyms while that build was loaded (each load is
+	# acknowledged before the module runs); the module is not reported as
+	# changed, and record says it saw both loads.
+	local ko=${E2E_TEST_MODULE:-} version
+	version=$(cat /proc/sys/kernel/perf_event_mmap3 2>/dev/null || echo 0)
+	if [ "${E2E_EXPECT_MODE:-}" != mmap3 ] || [ "$version" -lt 2 ]; then
+		skip "needs a kernel that reports module loads (MMAP3 ABI version 2; here ${version})"
+	fi
+	[ -n "$ko" ] && [ -f "$ko" ] || fail "E2E_TEST_MODULE does not name the test module's .ko"
+	rmmod mmap3_testmod 2>/dev/null || true
+	# The second build: the same code with another build-id.
+	python3 - "$ko" "$W/mod_v2.ko" >"$W/mod.ids" <<'PY' || fail "no build-id note in $ko"
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+head = struct.pack("<III", 4, 20, 3) + b"GNU\0"
+at = data.find(head)
+assert at >= 0 and data.find(head, at + 1) < 0
+desc = at + len(head)
+print(data[desc:desc + 20].hex())
+data[desc + 19] ^= 0xff
+print(data[desc:desc + 20].hex())
+open(sys.argv[2], "wb").write(data)
+PY
+	cat >"$W/mod.sh" <<-'EOF'
+		set -e
+		for ko in "$1" "$2"; do
+			insmod "$ko"
+			# The recorder has taken everything up to here: the load, and
+			# the symbols it read meanwhile.
+			timeout 300 bash -c 'exec 4<>"$2"; echo ping >"$1" && read -r a <&4 && [ "$a" = ack ]' \
+				_ "$3" "$4"
+			for i in $(seq 20); do echo 3000000 >/proc/mmap3_testmod; done
+			rmmod mmap3_testmod
+		done
+	EOF
+	rm -f "$W/mod.ctl" "$W/mod.ack"
+	mkfifo "$W/mod.ctl" "$W/mod.ack"
+	local rc=0
+	"$READER_BIN" record -a -F 2000 -o "$W/mod.data" --buildid-dir "$W/mod.cache" \
+		--control "fifo:$W/mod.ctl,$W/mod.ack" -- \
+		sh "$W/mod.sh" "$ko" "$W/mod_v2.ko" "$W/mod.ctl" "$W/mod.ack" 2>"$W/mod.err" || rc=$?
+	rmmod mmap3_testmod 2>/dev/null || true
+	cat "$W/mod.err"
+	[ $rc -eq 0 ] || fail "record exited $rc"
+	grep -q "kernel modules loaded during the capture: 2 (2 with symbols read while loaded)" \
+		"$W/mod.err" || fail "record did not say it saw both loads"
+	"$READER_BIN" report -i "$W/mod.data" --buildid-dir "$W/mod.cache" --format json >"$W/mod.json"
+	python3 - "$W/mod.json" "$W/mod.ids" <<'PY' || fail "the module's samples are misattributed"
+import json, sys
+d = json.load(open(sys.argv[1]))
+v1, v2 = open(sys.argv[2]).read().split()
+ok = True
+def check(cond, what):
+    global ok
+    if not cond:
+        print("check failed:", what)
+        ok = False
+rows = [r for r in d["rows"] if r["path"] == "[mmap3_testmod]"]
+for r in rows:
+    print("NOTE: %s %s %d samples" % (r["build_id"], r["symbol"], r["samples"]))
+for v in (v1, v2):
+    mine = [r for r in rows if r["build_id"] == v]
+    total = sum(r["samples"] for r in mine)
+    # (the compiler may name its copy of the loop mmap3_testmod_spin.isra.0)
+    spin = sum(r["samples"] for r in mine if r["symbol"].split(".")[0] == "mmap3_testmod_spin")
+    check(total > 0, "no sample of build %s" % v)
+    check(spin * 10 >= total * 9, "build %s: %d of %d samples on mmap3_testmod_spin" % (v, spin, total))
+check(all(r["build_id"] in (v1, v2) for r in rows), "a row of another build-id")
+loads = [m for m in d["capture"]["mappings"] if m["path"] == "[mmap3_testmod]"]
+check(sorted(m["build_id"] for m in loads) == sorted([v1, v2]),
+      "the module's mappings: %s" % [(m["start"], m["build_id"]) for m in loads])
+check(d["capture"]["kernel_modules_changed"] == [], "changed: %s" % d["capture"]["kernel_modules_changed"])
+sys.exit(0 if ok else 1)
+PY
+}
+
 # bpf_scenario NAME SCRIPT [RECORD-OPTION...]: t_bpf_programs_by_tag's
 # capture of SCRIPT and its checks, files $W/NAME.*
 bpf_scenario() {
@@ -1939,7 +2021,8 @@ tests=(t_record_command_finds_symbols t_callchains_fold t_replaced_dso_keeps_its
        t_report_controls_match_perf t_script_matches_perf_script t_buildid_list_matches_perf
        t_attach_to_running_pid
        t_pid_capture_ends_when_its_process_exits t_pid_of_a_thread_means_its_process
-       t_pid_whose_main_thread_exited t_bpf_programs_by_tag t_bpf_in_perf_files t_vdso_is_symbolized
+       t_pid_whose_main_thread_exited t_bpf_programs_by_tag t_bpf_in_perf_files t_module_loaded_during_capture
+       t_vdso_is_symbolized
        t_kernel_symbols_from_the_capture
        t_hidden_kallsyms_gives_no_kernel_symbols
        t_startup_with_many_processes_drains_meanwhile t_startup_remap_before_the_read
