@@ -334,6 +334,7 @@ Status Capture::Run(CaptureSink& sink) {
         if (!stop) arm_signal();
       } else if (tag == kTagTick) {
         enricher.PollPerfMaps();
+        enricher.PollModuleSymbols();
         stats_.elapsed_seconds = elapsed();
         CollectStats(enricher);
         sink.OnTick(stats_);
@@ -346,8 +347,10 @@ Status Capture::Run(CaptureSink& sink) {
         if (cqe->res > 0) {
           // Take what the kernel wrote before the command was sent first:
           // a ping's ack then also says that it has been read (and the
-          // build-ids of mappings it names filled in).
+          // build-ids of mappings it names filled in, and the symbols of
+          // the modules it loaded read, if they are loaded now).
           drain_all(/*end_round=*/true);
+          enricher.PollModuleSymbols();
           if (control_.OnInput({control_buf.data(), static_cast<size_t>(cqe->res)})) stop = true;
           arm_control(false);
         } else if (cqe->res == -EAGAIN || cqe->res == -EINTR) {
@@ -379,6 +382,7 @@ Status Capture::Run(CaptureSink& sink) {
   events.DisableAll();
   while (drain_all(/*end_round=*/true) != 0) {
   }
+  enricher.PollModuleSymbols();
   enricher.CheckKernelModules();
   enricher.FinishPerfMaps();
   stats_.event_lost += events.LostRecords(/*sideband_only=*/false);  // side-band events lose records too

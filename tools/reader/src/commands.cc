@@ -727,24 +727,36 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
       return;
     }
     MmapRecord m = std::get<MmapRecord>(decoded);
-    if (m.mmap3_flags & PERF_MMAP3_UNLOADED) {
-      // MMAP2 has no way to say "gone", and as a record it would say the
-      // module was loaded there again.  Left out, perf keeps the module
-      // where it was until the next load there, where nothing runs anyway.
-      ++result.unloads;
-      return;
-    }
-    m.format = m.build_id.empty() ? MmapFormat::kMmap2 : MmapFormat::kMmap2BuildId;
     // The body is re-encoded; the sample_id trailer is kept byte for byte.
-    out = EncodeMmap(m, SampleFormat{f.sample_type, f.read_format, false});
+    const SampleFormat body{f.sample_type, f.read_format, false};
+    if (m.mmap3_flags & PERF_MMAP3_UNLOADED) {
+      // MMAP2 cannot say "gone", and as a record it would say the module
+      // was loaded there again.  perf removes the kernel map at the address
+      // of a KSYMBOL unregister, which is what it needs: without it, a
+      // module loaded later at that address would be found behind the old
+      // one's map.
+      KsymbolRecord k;
+      k.addr = m.start;
+      k.len = static_cast<uint32_t>(std::min<uint64_t>(m.len, UINT32_MAX));
+      k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_UNKNOWN;
+      k.unregister = true;
+      k.name = m.filename;
+      out = EncodeKsymbol(k, body);
+      ++result.unloads;
+    } else {
+      m.format = m.build_id.empty() ? MmapFormat::kMmap2 : MmapFormat::kMmap2BuildId;
+      out = EncodeMmap(m, body);
+    }
     const size_t trailer = f.sample_id_all ? SampleIdSize(f) : 0;
     out.insert(out.end(), rec.end() - static_cast<ptrdiff_t>(trailer), rec.end());
     const uint16_t size = static_cast<uint16_t>(out.size());
     std::memcpy(out.data() + offsetof(perf_event_header, size), &size, sizeof(size));
     status = writer.Write(out);
     ++result.records;
-    ++result.converted;
-    if (!m.build_id.empty()) ++result.with_build_id;
+    if (!(m.mmap3_flags & PERF_MMAP3_UNLOADED)) {
+      ++result.converted;
+      if (!m.build_id.empty()) ++result.with_build_id;
+    }
   });
   // Without a single record (the first one cannot be framed, or every one
   // was an undecodable MMAP3) the copy would have an empty data section,

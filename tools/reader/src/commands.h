@@ -93,7 +93,7 @@ struct InjectResult {
   uint64_t converted = 0;        // MMAP3 records rewritten as MMAP2
   uint64_t with_build_id = 0;    // ... of which carry a build-id
   uint64_t dropped = 0;          // undecodable MMAP3 records (perf could not read them either)
-  uint64_t unloads = 0;          // module unloads, which MMAP2 cannot say: left out
+  uint64_t unloads = 0;          // module unloads, written as KSYMBOL unregister records
   uint64_t framing_errors = 0;   // 1 if the data section ends in an impossible size
 };
 

@@ -164,11 +164,7 @@ void Enricher::OnMmap(Bytes record) {
     source = BuildIdSource::kVdso;
   } else if (!m.build_id.empty() || final_status || IsSpecialPath(m.filename) ||
              m.pid == kKernelPid) {
-    if (m.pid == kKernelPid && m.format == MmapFormat::kMmap3 &&
-        !(m.mmap3_flags & PERF_MMAP3_UNLOADED)) {
-      ++stats_.module_loads;
-      ReadModuleSymbolsNow(m);
-    }
+    if (m.pid == kKernelPid && m.format == MmapFormat::kMmap3) OnKernelModule(m);
     cache_.AddFile(m.pid, m.start, m.start + m.len, m.build_id, m.filename);
     next_.OnRecord(record);
     return;

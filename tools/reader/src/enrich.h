@@ -133,6 +133,10 @@ class Enricher final : public CaptureSink {
   // not exit.
   void PollPerfMaps();
   void FinishPerfMaps();
+  // Modules loaded during the capture whose symbols could not be read yet
+  // (the load is reported before the module's init runs and before its
+  // notes are in sysfs): the tick and the end of the capture try again.
+  void PollModuleSymbols();
 
   const EnrichStats& stats() const { return stats_; }
 
@@ -152,9 +156,17 @@ class Enricher final : public CaptureSink {
   // A MMAP2 or MMAP3 record: handed on with the build-id filled in where
   // the kernel gave none, its file fed to the cache.
   void OnMmap(Bytes record);
-  // A module's load the kernel reported: its symbols are in kallsyms only
-  // while it is loaded, so they are read at once and kept by its build-id.
-  void ReadModuleSymbolsNow(const MmapRecord& m);
+  // A module's load or unload the kernel reported (MMAP3 ABI version 2).
+  void OnKernelModule(const MmapRecord& m);
+  // A loaded module's symbols are in kallsyms only while it is loaded:
+  // they are read as soon as it is (see ReadModuleSymbols) and kept by its
+  // build-id.  True once read, or once they never can be.
+  struct PendingModule {
+    std::string path;  // "[name]"
+    uint64_t start = 0;
+    BuildId build_id;
+  };
+  bool ReadModuleSymbols(const PendingModule& m);
   // A BPF_EVENT record: a program loaded is read at once, while it exists.
   void OnBpfEvent(Bytes record);
   // Reads program `id` (with `tag`, if given) into options.bpf_programs,
@@ -171,8 +183,11 @@ class Enricher final : public CaptureSink {
   // While existing processes are synthesized: the changes the kernel
   // reported, to time what was read (null otherwise).
   std::unique_ptr<StartupStamps> stamps_;
-  // The modules synthesized at the start, with their build-ids (no symbols).
+  // The modules synthesized at the start, and those whose load the kernel
+  // reported, with their build-ids (no symbols): CheckKernelModules()
+  // compares them with the modules loaded at the end.
   std::vector<KernelModule> start_modules_;
+  std::vector<PendingModule> pending_modules_;
   std::map<uint32_t, PerfMapWatch> perf_map_watch_;
 };
 

@@ -648,8 +648,8 @@ int Main(int argc, char** argv) {
                result->dropped ? fmt::format(", {} undecodable MMAP3 dropped", result->dropped) : "",
                inject_output);
     if (result->unloads)
-      fmt::print(stderr, "mmap3-reader: note: {} module unloads left out (MMAP2 cannot say "
-                 "that a module is gone)\n", result->unloads);
+      fmt::print(stderr, "[ {} module unloads written as KSYMBOL unregister records (MMAP2 "
+                 "cannot say that a module is gone) ]\n", result->unloads);
     if (result->framing_errors)
       fmt::print(stderr, "mmap3-reader: warning: {}: the data section ends in a record with an "
                  "impossible size; the records after it are not copied\n", inject_input);

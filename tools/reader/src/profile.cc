@@ -277,9 +277,27 @@ void Profile::OnKernelMmap(const MmapRecord& m) {
     // A module's unload (MMAP3 ABI version 2): from now on nothing is known
     // to be at its range.  A sample there, which only a record out of time
     // order could give, is the kernel's, without a symbol.
-    const uint64_t end = m.start + m.len < m.start ? UINT64_MAX : m.start + m.len;
+    // A module recorded at the start has the range /proc/modules gave,
+    // which can reach past its text: the whole of that module's mapping
+    // goes.
+    uint64_t end = m.start + m.len < m.start ? UINT64_MAX : m.start + m.len;
+    const Mapping* at = processes_.FindKernel(m.start);
+    if (at != nullptr && at->start == m.start && at->object->kernel_module &&
+        at->object->path == m.filename) {
+      end = std::max(end, at->end);
+      if (at->object->build_id == m.build_id) {
+        unloaded_modules_.insert({std::string(m.filename), m.start});
+      } else {
+        // Another build was unloaded than the one recorded there: it was
+        // loaded without a record this capture could see (a per-task
+        // capture sees only its own tasks' loads), so which code ran there
+        // is not known.
+        doubtful_modules_.insert({std::string(m.filename), m.start});
+      }
+    } else if (at != nullptr && at->object->kernel_module) {
+      doubtful_modules_.insert({at->object->path, at->start});
+    }
     processes_.EraseKernel(m.start, end);
-    unloaded_modules_.insert({std::string(m.filename), m.start});
     return;
   }
   const std::string_view name = m.filename;
@@ -511,7 +529,8 @@ std::vector<const MappedObject*> Profile::Objects() const {
 }
 
 void Profile::SetChangedKernelModules(const std::vector<KernelModuleMapping>& modules) {
-  const std::set<KernelModuleMapping> changed(modules.begin(), modules.end());
+  std::set<KernelModuleMapping> changed(modules.begin(), modules.end());
+  for (const auto& [path, start] : doubtful_modules_) changed.insert({path, start});
   std::set<std::string> paths;
   for (const MappingEntry& e : mappings_) {
     if (e.pid != kKernelPid || !e.object->kernel_module ||
@@ -519,7 +538,9 @@ void Profile::SetChangedKernelModules(const std::vector<KernelModuleMapping>& mo
       continue;
     // The kernel said when it was unloaded (MMAP3 ABI version 2): its
     // samples came before, and nothing is named there after.
-    if (unloaded_modules_.count({e.object->path, e.start})) continue;
+    if (unloaded_modules_.count({e.object->path, e.start}) &&
+        !doubtful_modules_.count({e.object->path, e.start}))
+      continue;
     paths.insert(e.object->path);
     auto& stand_in = changed_modules_[e.object];
     if (stand_in) continue;

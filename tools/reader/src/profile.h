@@ -222,6 +222,9 @@ class Profile {
   // Modules whose unload the kernel reported (path, start): never changed
   // behind our back.
   std::set<std::pair<std::string, uint64_t>> unloaded_modules_;
+  // Modules whose range an unload of another build (or module) ended:
+  // something was loaded there unseen, and they count as changed.
+  std::set<std::pair<std::string, uint64_t>> doubtful_modules_;
   uint64_t samples_ = 0, lost_records_ = 0, lost_samples_ = 0, bad_records_ = 0;
   uint64_t period_ = 0;  // sum of the samples' periods: what overhead is a share of
   uint64_t unattributed_ = 0;

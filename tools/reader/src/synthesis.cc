@@ -130,33 +130,66 @@ void Enricher::SynthesizeBpfPrograms() {
   }
 }
 
-void Enricher::ReadModuleSymbolsNow(const MmapRecord& m) {
+void Enricher::OnKernelModule(const MmapRecord& m) {
   const std::string_view path = m.filename;
-  if (m.build_id.empty() || path.size() < 3 || !path.starts_with('[') || !path.ends_with(']'))
-    return;
-  const std::string name(path.substr(1, path.size() - 2));
-  // What kallsyms lists under this name must be this very load: the same
-  // build before and after the read (a module unloaded and another build
-  // loaded meanwhile would lend its symbols), at the record's address.
-  const std::string notes = ModuleNotesPath(name);
-  if (ReadKernelBuildId(notes) != m.build_id) return;
-  auto text = ReadSmallFile("/proc/kallsyms");
-  auto modules = ReadSmallFile("/proc/modules");
-  if (!text.ok() || !modules.ok() || ReadKernelBuildId(notes) != m.build_id) return;
-  const Kallsyms now = ParseKallsyms(*text);
-  if (now.hidden) return;
-  for (const KernelModule& module : ParseKernelModules(*modules, now, ReadCoreSizes(*modules))) {
-    if (module.name != name || module.start != m.start) continue;
-    cache_.AddModuleSymbols(m.build_id, std::string(path), module);
-    if (!module.symbols.empty()) ++stats_.module_symbols_read;
+  if (path.size() < 3 || !path.starts_with('[') || !path.ends_with(']')) return;
+  if (m.mmap3_flags & PERF_MMAP3_UNLOADED) {
+    std::erase_if(pending_modules_, [&](const PendingModule& p) {
+      return p.path == path && p.start == m.start;
+    });
     return;
   }
+  ++stats_.module_loads;
+  // A per-task capture sees only its own tasks' loads and unloads: what is
+  // there at the end is compared with this load, as with the modules of
+  // the start.
+  KernelModule loaded;
+  loaded.name = std::string(path.substr(1, path.size() - 2));
+  loaded.start = m.start;
+  loaded.end = m.start + m.len < m.start ? UINT64_MAX : m.start + m.len;
+  loaded.build_id = m.build_id;
+  start_modules_.push_back(std::move(loaded));
+  if (m.build_id.empty()) return;  // no build-id to keep its symbols by
+  PendingModule p{std::string(path), m.start, m.build_id};
+  if (!ReadModuleSymbols(p)) pending_modules_.push_back(std::move(p));
+}
+
+bool Enricher::ReadModuleSymbols(const PendingModule& m) {
+  const std::string name = m.path.substr(1, m.path.size() - 2);
+  // What kallsyms lists under this name must be this very load: the same
+  // build before and after the read (a module unloaded and another build
+  // loaded meanwhile would lend its symbols), at the record's address,
+  // and live.  Until its init has run the module is "Loading" and its
+  // notes are not in sysfs yet: try again later.
+  if (name.find('/') != std::string::npos) return true;
+  const std::string notes = ModuleNotesPath(name);
+  if (ReadKernelBuildId(notes) != m.build_id) return false;
+  auto text = ReadSmallFile("/proc/kallsyms");
+  auto modules = ReadSmallFile("/proc/modules");
+  if (!text.ok() || !modules.ok()) return false;
+  if (ReadKernelBuildId(notes) != m.build_id) return false;
+  const Kallsyms now = ParseKallsyms(*text);
+  if (now.hidden) return true;  // never readable in this capture
+  for (const KernelModule& module : ParseKernelModules(*modules, now, ReadCoreSizes(*modules))) {
+    if (module.name != name || module.start != m.start) continue;
+    cache_.AddModuleSymbols(m.build_id, m.path, module);
+    if (!module.symbols.empty()) ++stats_.module_symbols_read;
+    return true;
+  }
+  return false;
+}
+
+void Enricher::PollModuleSymbols() {
+  std::erase_if(pending_modules_, [&](const PendingModule& p) { return ReadModuleSymbols(p); });
 }
 
 void Enricher::CheckKernelModules() {
-  // The kernel reports no module loads or unloads, so the modules recorded
-  // at the start are compared with those loaded now: a range that holds
-  // other code now may have run it during the capture (ModulesOverlaid).
+  // Without MMAP3 ABI version 2 the kernel reports no module loads or
+  // unloads, and with it a per-task capture sees only its own tasks': the
+  // modules recorded at the start and loaded since are compared with those
+  // loaded now.  A range that holds other code now may have run it during
+  // the capture (ModulesOverlaid); the report trusts a reported unload of
+  // that very build over this.
   if (start_modules_.empty()) return;
   std::vector<size_t> overlaid;
   auto text = ReadSmallFile("/proc/kallsyms");

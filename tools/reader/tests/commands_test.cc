@@ -941,6 +941,49 @@ TEST_F(InjectTest, RewritesMmap3AsMmap2AndKeepsEverythingElse) {
   }
 }
 
+// A module's unload (MMAP3 ABI version 2) cannot be an MMAP2 record: it
+// becomes a KSYMBOL unregister of the module's range, at which perf drops
+// the map there, with the sample_id trailer kept.
+TEST_F(InjectTest, ModuleUnloadBecomesAKsymbolUnregister) {
+  auto module = [&](bool unloaded, uint64_t time) {
+    auto rec = Mmap3(0xffffffffc0100000, "[mod]", kIdV2, PERF_MMAP3_BUILD_ID_FOUND, time);
+    auto* r = reinterpret_cast<perf_mmap3_record*>(rec.data());
+    r->header.misc = PERF_RECORD_MISC_KERNEL;
+    r->pid = r->tid = UINT32_MAX;
+    r->maj = r->min = 0;
+    r->ino = r->ino_generation = 0;
+    r->len = 0x3000;
+    if (unloaded) r->mmap3_flags = PERF_MMAP3_UNLOADED;
+    return rec;
+  };
+  const auto load = module(false, 2), unload = module(true, 3);
+  WriteInput({load, unload, SampleAt(0x20000000, 4)}, R"({"mode":"mmap3"})");
+  InjectOptions o{input_, dir_.File("out.data")};
+  auto res = RunInject(o);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->records, 3u);
+  EXPECT_EQ(res->converted, 1u);
+  EXPECT_EQ(res->with_build_id, 1u);
+  EXPECT_EQ(res->unloads, 1u);
+  auto out = PerfDataReader::Open(o.output);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  std::vector<std::vector<uint8_t>> recs;
+  out->ForEachRecord([&](Bytes r) { recs.emplace_back(r.begin(), r.end()); });
+  ASSERT_EQ(recs.size(), 3u);
+  Record d;
+  ASSERT_EQ(DecodeRecord(recs[0], fd_, &d), DecodeStatus::kOk);
+  EXPECT_EQ(std::get<MmapRecord>(d).format, MmapFormat::kMmap2BuildId);
+  ASSERT_EQ(DecodeRecord(recs[1], fd_, &d), DecodeStatus::kOk);
+  const KsymbolRecord& k = std::get<KsymbolRecord>(d);
+  EXPECT_TRUE(k.unregister);
+  EXPECT_EQ(k.addr, 0xffffffffc0100000u);
+  EXPECT_EQ(k.len, 0x3000u);
+  EXPECT_EQ(k.name, "[mod]");
+  EXPECT_EQ(k.sample_id.time, 3u);
+  const size_t trailer = SampleIdSize(fd_);
+  EXPECT_TRUE(std::equal(unload.end() - trailer, unload.end(), recs[1].end() - trailer));
+}
+
 TEST_F(InjectTest, UndecodableMmap3IsDroppedAndCounted) {
   auto bad = Mmap3(0x20000000, lib_, nullptr, PERF_MMAP3_BUILD_ID_NO_NOTE, 2);
   bad[offsetof(perf_mmap3_record, build_id_size)] = 5;  // a size without FOUND

@@ -499,8 +499,11 @@ TEST_F(KernelAttributionTest, AModuleUnloadedAndLoadedAgainIsTwoObjects) {
   p.Process(KernelMmap("[fakemod]", kModuleB, 0x3000, 0, kIdV1));  // synthesized at the start
   p.Process(Comm(5, "app", 1));
   for (uint64_t t = 2; t < 4; ++t) p.Process(Sample(5, kModuleB + 0x1010, t, {}, true));
-  p.Process(ModuleMmap3("[fakemod]", kModuleB, 0x3000, kIdV1, /*unloaded=*/true, 4));
+  // The kernel's unload names the module's text, shorter than the range
+  // recorded at the start: the rest of that range goes too.
+  p.Process(ModuleMmap3("[fakemod]", kModuleB, 0x2000, kIdV1, /*unloaded=*/true, 4));
   p.Process(Sample(5, kModuleB + 0x1010, 5, {}, true));
+  p.Process(Sample(5, kModuleB + 0x2010, 5, {}, true));
   p.Process(ModuleMmap3("[fakemod]", kModuleB, 0x4000, kIdV2, /*unloaded=*/false, 6));
   for (uint64_t t = 7; t < 10; ++t) p.Process(Sample(5, kModuleB + 0x1010, t, {}, true));
   p.Process(ModuleMmap3("[fakemod]", kModuleB, 0x4000, kIdV2, /*unloaded=*/true, 10));
@@ -524,8 +527,33 @@ TEST_F(KernelAttributionTest, AModuleUnloadedAndLoadedAgainIsTwoObjects) {
       EXPECT_EQ(r.symbol.rfind("[unknown", 0), 0u) << r.symbol;
       nobody += r.samples;
     }
-  EXPECT_EQ(nobody, 2u);
+  EXPECT_EQ(nobody, 3u);
   EXPECT_TRUE(m.changed_kernel_modules.empty());
+}
+
+// A per-task capture gets only its own tasks' module records: here the
+// task loaded build v1, another task swapped in build v2 unseen, and the
+// task's unload names v2.  The samples at that address since the load may
+// be either build's: none keeps v1's build-id or symbols.
+TEST_F(KernelAttributionTest, AnUnloadOfAnotherBuildMakesTheLoadDoubtful) {
+  search_.cache_dir = cache_.path();
+  CacheModuleSymbols();
+  ProfileOptions o;
+  o.kernel_build_id = Id(kIdV3);
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(KernelMmap("[kernel.kallsyms]_text", kBootB, 0x2000, kBootB, nullptr));
+  p.Process(Comm(5, "app", 1));
+  p.Process(ModuleMmap3("[fakemod]", kModuleB, 0x3000, kIdV1, /*unloaded=*/false, 2));
+  for (uint64_t t = 3; t < 6; ++t) p.Process(Sample(5, kModuleB + 0x1010, t, {}, true));
+  p.Process(ModuleMmap3("[fakemod]", kModuleB, 0x3000, kIdV2, /*unloaded=*/true, 6));
+  p.SetChangedKernelModules({});
+  ReportModel m = ReportWith(p, search_);
+  const ReportRow* module = Row(m, "[fakemod]", 3);
+  ASSERT_NE(module, nullptr);
+  EXPECT_TRUE(module->build_id.empty());
+  EXPECT_EQ(module->symbol, "[unknown]+0x1010");
+  EXPECT_EQ(m.changed_kernel_modules, std::vector<std::string>{"[fakemod]"});
 }
 
 // A kernel chain with an interrupt in it: the unwinder gives the

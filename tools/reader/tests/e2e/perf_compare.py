@@ -81,6 +81,16 @@ def same_symbol(files, a, b):
     return x is not None and x == address_of(files, b)
 
 
+def add_row(rows, k, samples, pct):
+    """Rows whose keys are one key (addresses without a symbol, all
+    "[unknown]": perf has a row per address) add up; their percentages,
+    which only rows with a symbol are compared by, are the first row's."""
+    if k in rows:
+        samples += rows[k][0]
+        pct = rows[k][1]
+    rows[k] = (samples, pct)
+
+
 def report(ours_path, perf_path, keys, children):
     keys = keys.split(",")
     d = json.load(open(ours_path))
@@ -106,7 +116,7 @@ def report(ours_path, perf_path, keys, children):
         if "dso" in keys and "sym" in keys:
             k[keys.index("sym")] = canon(k[keys.index("dso")], k[keys.index("sym")])
         pct = ("%.2f" % r["children_percent"] if children else "", "%.2f" % r["percent"])
-        ours[tuple(k)] = (r["samples"], pct)
+        add_row(ours, tuple(k), r["samples"], pct)
     theirs = {}
     npct = 2 if children else 1
     for line in open(perf_path):
@@ -134,7 +144,7 @@ def report(ours_path, perf_path, keys, children):
         if "dso" in keys and "sym" in keys:
             k[keys.index("sym")] = canon(k[keys.index("dso")], k[keys.index("sym")])
         pct = (pcts[0] if children else "", pcts[-1])
-        theirs[tuple(k)] = (samples, pct)
+        add_row(theirs, tuple(k), samples, pct)
     if not theirs:
         fail("perf report showed no rows")
     sym_i = keys.index("sym") if "sym" in keys else None
