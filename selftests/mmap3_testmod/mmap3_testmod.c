@@ -2,7 +2,8 @@
 /*
  * A module for the mmap3 selftests: code of a module whose load and unload
  * perf reports.  Writing a number N to /proc/mmap3_testmod runs a loop of N
- * steps in the module's own text, so that samples land there.
+ * steps in the module's own text, so that samples land there; init_steps=N
+ * runs it in init, before the module is live.
  */
 #include <linux/kernel.h>
 #include <linux/module.h>
@@ -40,8 +41,17 @@ static const struct proc_ops mmap3_testmod_ops = {
 	.proc_write = mmap3_testmod_write,
 };
 
+/* A slow init: the module is loaded, and not yet live, for that long */
+static unsigned long init_steps;
+module_param(init_steps, ulong, 0444);
+MODULE_PARM_DESC(init_steps, "Steps of the loop to run in init (at most 10^9)");
+
 static int __init mmap3_testmod_init(void)
 {
+	if (init_steps > 1000000000)
+		return -EINVAL;
+	if (init_steps && mmap3_testmod_spin(init_steps) == 42)
+		pr_debug("mmap3_testmod: 42\n");
 	if (!proc_create("mmap3_testmod", 0200, NULL, &mmap3_testmod_ops))
 		return -ENOMEM;
 	return 0;

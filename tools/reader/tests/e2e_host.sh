@@ -752,7 +752,8 @@ t_module_loaded_during_capture() {
 	# unloaded, often at the same address.  Each build's samples are on
 	# "[mmap3_testmod]" with its own build-id and on its own symbol, which
 	# record read from kallsyms while that build was loaded (each load is
-	# acknowledged before the module runs); the module is not reported as
+	# acknowledged before the module runs; the first one's init runs long,
+	# so that record sees it loading); the module is not reported as
 	# changed, and record says it saw both loads.
 	local ko=${E2E_TEST_MODULE:-} version
 	version=$(cat /proc/sys/kernel/perf_event_mmap3 2>/dev/null || echo 0)
@@ -776,10 +777,15 @@ open(sys.argv[2], "wb").write(data)
 PY
 	cat >"$W/mod.sh" <<-'EOF'
 		set -e
+		# The first load runs the loop in its init: the kernel reports the
+		# load before init, when the module is not live and its notes are
+		# not in sysfs yet.
+		steps=300000000
 		for ko in "$1" "$2"; do
-			insmod "$ko"
+			insmod "$ko" init_steps=$steps
+			steps=0
 			# The recorder has taken everything up to here: the load, and
-			# the symbols it read meanwhile.
+			# the symbols it read since.
 			timeout 300 bash -c 'exec 4<>"$2"; echo ping >"$1" && read -r a <&4 && [ "$a" = ack ]' \
 				_ "$3" "$4"
 			for i in $(seq 20); do echo 3000000 >/proc/mmap3_testmod; done
