@@ -384,11 +384,8 @@ class KernelAttributionTest : public ::testing::Test {
   // A capture made in boot B: the image record, fakemod (build-id v1) at
   // kModuleB, and kernel samples in schedule, in the module and elsewhere.
   ReportModel Capture(const std::vector<KernelModuleMapping>& changed = {}) {
-    ProfileOptions o;
-    o.kernel_build_id = Id(kIdV3);
-    Profile p(o);
-    p.SetFormat(kFormat);
-    p.Process(KernelMmap("[kernel.kallsyms]_text", kBootB, 0x2000, kBootB, nullptr));
+    std::unique_ptr<Profile> profile = BootB();
+    Profile& p = *profile;
     p.Process(KernelMmap("[fakemod]", kModuleB, 0x3000, 0, kIdV1));
     p.Process(Comm(5, "app", 1));
     uint64_t t = 2;
@@ -398,6 +395,15 @@ class KernelAttributionTest : public ::testing::Test {
     p.Process(Sample(5, 0xffffffffc9000000, t++, {}, true));  // BPF, or a later module
     p.SetChangedKernelModules(changed);
     return ReportWith(p, search_);
+  }
+  // A profile of a capture in boot B, after the image's record.
+  static std::unique_ptr<Profile> BootB() {
+    ProfileOptions o;
+    o.kernel_build_id = Id(kIdV3);
+    auto p = std::make_unique<Profile>(o);
+    p->SetFormat(kFormat);
+    p->Process(KernelMmap("[kernel.kallsyms]_text", kBootB, 0x2000, kBootB, nullptr));
+    return p;
   }
   void CacheModuleSymbols() {
     KernelModule fakemod;
@@ -491,11 +497,8 @@ TEST_F(KernelAttributionTest, AModuleWithOtherCodeInItsPlaceGetsNoSymbols) {
 TEST_F(KernelAttributionTest, AModuleUnloadedAndLoadedAgainIsTwoObjects) {
   search_.cache_dir = cache_.path();
   CacheModuleSymbols();
-  ProfileOptions o;
-  o.kernel_build_id = Id(kIdV3);
-  Profile p(o);
-  p.SetFormat(kFormat);
-  p.Process(KernelMmap("[kernel.kallsyms]_text", kBootB, 0x2000, kBootB, nullptr));
+  std::unique_ptr<Profile> profile = BootB();
+  Profile& p = *profile;
   p.Process(KernelMmap("[fakemod]", kModuleB, 0x3000, 0, kIdV1));  // synthesized at the start
   p.Process(Comm(5, "app", 1));
   for (uint64_t t = 2; t < 4; ++t) p.Process(Sample(5, kModuleB + 0x1010, t, {}, true));
@@ -538,11 +541,8 @@ TEST_F(KernelAttributionTest, AModuleUnloadedAndLoadedAgainIsTwoObjects) {
 TEST_F(KernelAttributionTest, AnUnloadOfAnotherBuildMakesTheLoadDoubtful) {
   search_.cache_dir = cache_.path();
   CacheModuleSymbols();
-  ProfileOptions o;
-  o.kernel_build_id = Id(kIdV3);
-  Profile p(o);
-  p.SetFormat(kFormat);
-  p.Process(KernelMmap("[kernel.kallsyms]_text", kBootB, 0x2000, kBootB, nullptr));
+  std::unique_ptr<Profile> profile = BootB();
+  Profile& p = *profile;
   p.Process(Comm(5, "app", 1));
   p.Process(ModuleMmap3("[fakemod]", kModuleB, 0x3000, kIdV1, /*unloaded=*/false, 2));
   for (uint64_t t = 3; t < 6; ++t) p.Process(Sample(5, kModuleB + 0x1010, t, {}, true));
