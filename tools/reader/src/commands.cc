@@ -35,12 +35,12 @@ class RecordSink : public CaptureSink {
   RecordSink(Profile& profile, PerfDataWriter* writer, SampleFormat format,
              const std::function<void(const CaptureStats&)>& on_status,
              const std::function<void(const Status&)>& on_output_error)
-      : profile_(profile), writer_(writer), format_(format), on_status_(on_status),
+      : profile_(profile), writer_(writer), layout_(format), on_status_(on_status),
         on_output_error_(on_output_error) {}
 
   void OnRecord(Bytes record) override {
     Write(record);
-    sorter_.Push(RecordTime(record, format_), record);
+    sorter_.Push(RecordTime(record, layout_), record);
   }
   void OnRoundEnd() override {
     Write(EncodeFinishedRound());
@@ -70,7 +70,7 @@ class RecordSink : public CaptureSink {
 
   Profile& profile_;
   PerfDataWriter* writer_;
-  SampleFormat format_;
+  SampleLayout layout_;
   const std::function<void(const CaptureStats&)>& on_status_;
   const std::function<void(const Status&)>& on_output_error_;
   RecordSorter sorter_;
@@ -424,7 +424,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
 
   auto formats = FileFormats::Create(r.attrs());
   if (!formats.ok()) return Status::Failure(options.input + ": " + formats.status().ToString());
-  auto format_of = [&](Bytes rec) { return formats->For(rec); };
+  auto format_of = [&](Bytes rec) -> const SampleLayout& { return formats->For(rec); };
   std::string mode = "perf.data";
   SourceOverrides overrides;
   int64_t event_lost = -1;
@@ -626,8 +626,10 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   Profile profile(po);
 
   RecordSorter sorter;
+  const SampleLayout* layout = nullptr;  // the profile's
   auto process = [&](Bytes rec) {
-    profile.SetFormat(format_of(rec));
+    const SampleLayout& l = format_of(rec);
+    if (&l != layout) profile.SetFormat(*(layout = &l));
     profile.Process(rec);
   };
   uint64_t framing_errors = r.ForEachRecord([&](Bytes rec) {
@@ -720,9 +722,10 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
       ++result.records;
       return;
     }
-    const SampleFormat f = formats->For(rec);
+    const SampleLayout& l = formats->For(rec);
+    const SampleFormat& f = l.format;
     Record decoded;
-    if (DecodeRecord(rec, f, &decoded) != DecodeStatus::kOk) {
+    if (DecodeRecord(rec, l, &decoded) != DecodeStatus::kOk) {
       ++result.dropped;
       return;
     }
@@ -747,7 +750,7 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
       m.format = m.build_id.empty() ? MmapFormat::kMmap2 : MmapFormat::kMmap2BuildId;
       out = EncodeMmap(m, body);
     }
-    const size_t trailer = f.sample_id_all ? SampleIdSize(f) : 0;
+    const size_t trailer = l.trailer_size;
     out.insert(out.end(), rec.end() - static_cast<ptrdiff_t>(trailer), rec.end());
     const uint16_t size = static_cast<uint16_t>(out.size());
     std::memcpy(out.data() + offsetof(perf_event_header, size), &size, sizeof(size));

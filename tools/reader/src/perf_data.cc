@@ -378,28 +378,29 @@ Result<FileFormats> FileFormats::Create(const std::vector<PerfFileAttr>& attrs) 
   FileFormats f;
   if (attrs.empty()) return Status::Failure("no event attributes");
   const perf_event_attr& a0 = attrs[0].attr;
-  f.first_ = {a0.sample_type, a0.read_format, a0.sample_id_all != 0};
+  f.first_ = SampleLayout({a0.sample_type, a0.read_format, a0.sample_id_all != 0});
+  const SampleFormat& first = f.first_.format;
   bool identified = true;
   for (const PerfFileAttr& a : attrs) {
     SampleFormat g{a.attr.sample_type, a.attr.read_format, a.attr.sample_id_all != 0};
-    if (g.sample_type != f.first_.sample_type || g.read_format != f.first_.read_format ||
-        g.sample_id_all != f.first_.sample_id_all)
+    if (g.sample_type != first.sample_type || g.read_format != first.read_format ||
+        g.sample_id_all != first.sample_id_all)
       f.uniform_ = false;
     if (!(g.sample_type & PERF_SAMPLE_IDENTIFIER)) identified = false;
-    for (uint64_t id : a.ids) f.by_id_[id] = g;
+    for (uint64_t id : a.ids) f.by_id_.insert_or_assign(id, SampleLayout(g));
   }
   if (!f.uniform_ && !identified)
     return Status::Failure("events with different sample formats and no identifier");
   return f;
 }
 
-SampleFormat FileFormats::Lookup(Bytes rec) const {
+const SampleLayout& FileFormats::Lookup(Bytes rec) const {
   perf_event_header h;
   if (!ReadHeader(rec, &h) || rec.size() < sizeof(h) + 8) return first_;
   uint64_t id;
   if (h.type == PERF_RECORD_SAMPLE) {
     std::memcpy(&id, rec.data() + sizeof(h), 8);
-  } else if (first_.sample_id_all && h.type < kRecordUserTypeStart) {
+  } else if (first_.format.sample_id_all && h.type < kRecordUserTypeStart) {
     std::memcpy(&id, rec.data() + rec.size() - 8, 8);
   } else {
     return first_;

@@ -144,14 +144,16 @@ class PerfDataReader {
 class FileFormats {
  public:
   static Result<FileFormats> Create(const std::vector<PerfFileAttr>& attrs);
-  SampleFormat For(Bytes record) const { return uniform_ ? first_ : Lookup(record); }
+  // Valid as long as this FileFormats.
+  const SampleLayout& For(Bytes record) const { return uniform_ ? first_ : Lookup(record); }
 
  private:
   FileFormats() = default;
-  SampleFormat Lookup(Bytes record) const;
-  SampleFormat first_;
+  const SampleLayout& Lookup(Bytes record) const;
+  SampleLayout first_;
   bool uniform_ = true;
-  std::unordered_map<uint64_t, SampleFormat> by_id_;
+  // Layouts by event id; node-based, so references to them stay valid.
+  std::unordered_map<uint64_t, SampleLayout> by_id_;
 };
 
 template <typename Fn>

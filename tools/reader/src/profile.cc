@@ -94,13 +94,22 @@ std::shared_ptr<const MappedObject> Profile::InternObject(MappedObject object) {
   return slot;
 }
 
+void Profile::ForgetComms() {
+  comm_of_tid_.clear();
+  // Generation 0 is the empty cache's: past it, the entries are cleared.
+  if (++comm_generation_ == 0) {
+    comm_cache_.fill(CommCacheEntry{});
+    comm_generation_ = 1;
+  }
+}
+
 void Profile::Process(Bytes record) {
   if (record.size() >= sizeof(perf_event_header)) {
     perf_event_header h;
     std::memcpy(&h, record.data(), sizeof(h));
     if (h.type == PERF_RECORD_SAMPLE) {
       SampleRecord s;
-      DecodeStatus status = DecodeSampleRecord(record, format_, &s);
+      DecodeStatus status = DecodeSampleRecord(record, layout_, &s);
       if (status == DecodeStatus::kOk) {
         OnSample(s);
       } else if (status != DecodeStatus::kIgnored) {
@@ -114,7 +123,7 @@ void Profile::Process(Bytes record) {
   // up again.  Cheap: such records are rare next to samples.
   ++epoch_;
   Record r;
-  DecodeStatus status = DecodeRecord(record, format_, &r);
+  DecodeStatus status = DecodeRecord(record, layout_, &r);
   if (status == DecodeStatus::kIgnored) return;
   if (status != DecodeStatus::kOk) {
     ++bad_records_;
@@ -133,10 +142,10 @@ void Profile::Process(Bytes record) {
   } else if (auto* m = std::get_if<MmapRecord>(&r)) {
     OnMmap(*m);
   } else if (auto* c = std::get_if<CommRecord>(&r)) {
-    comm_of_tid_.clear();
+    ForgetComms();
     processes_.OnComm(c->pid, c->tid, c->comm, c->exec);
   } else if (auto* t = std::get_if<TaskRecord>(&r)) {
-    comm_of_tid_.clear();
+    ForgetComms();
     if (t->exit) {
       processes_.OnExit(t->pid, t->tid);
     } else {
@@ -410,49 +419,57 @@ void Profile::OnSample(const SampleRecord& s) {
   }
   // A fixed period (-c) that the samples do not carry is the attr's.
   const uint64_t fixed = options_.events[event].fixed_period;
-  const uint64_t period = fixed != 0 && !(format_.sample_type & PERF_SAMPLE_PERIOD) ? fixed : s.period;
+  const uint64_t period = fixed != 0 && !(layout_.format.sample_type & PERF_SAMPLE_PERIOD) ? fixed : s.period;
   ++samples_;
   period_ += period;
   ++event_samples_[event];
   event_period_[event] += period;
   const uint64_t task_key = uint64_t{event} << 32 | s.tid;
-  auto cached = comm_of_tid_.find(task_key);
-  if (cached == comm_of_tid_.end())
-    cached = comm_of_tid_
-                 .emplace(task_key,
-                          InternTask(event, processes_.Comm(s.pid, s.tid),
-                                     options_.controls.Has(SortKey::kPid) ? int64_t{s.pid} : -1,
-                                     options_.controls.Has(SortKey::kTid) ? int64_t{s.tid} : -1))
-                 .first;
-  const uint32_t comm = cached->second;
+  CommCacheEntry& hit = comm_cache_[(s.tid ^ event * 0x9e37u) % kCommCache];
+  if (hit.generation != comm_generation_ || hit.task_key != task_key) {
+    auto cached = comm_of_tid_.find(task_key);
+    if (cached == comm_of_tid_.end())
+      cached = comm_of_tid_
+                   .emplace(task_key,
+                            InternTask(event, processes_.Comm(s.pid, s.tid),
+                                       options_.controls.Has(SortKey::kPid) ? int64_t{s.pid} : -1,
+                                       options_.controls.Has(SortKey::kTid) ? int64_t{s.tid} : -1))
+                   .first;
+    hit = CommCacheEntry{task_key, cached->second, comm_generation_};
+  }
+  const uint32_t comm = hit.comm;
   const Space space = SampleSpace(s.misc);
-  Frame leaf = Resolve(s.pid, s.ip, space);
-  if (leaf.object == nullptr) ++unattributed_;
-  if (leaf.object != nullptr && leaf.object->source == BuildIdSource::kBpf) CountBpfSample(s.ip);
-  flat_.Add(comm, leaf.object, leaf.offset, 1, period);
-
-  if (!options_.callchains && !options_.sample_frames && !options_.controls.children &&
-      !options_.script)
-    return;
+  auto count_leaf = [&](const MappedObject* object, uint64_t offset) {
+    if (object == nullptr) ++unattributed_;
+    if (object != nullptr && object->source == BuildIdSource::kBpf) CountBpfSample(s.ip);
+    flat_.Add(comm, object, offset, 1, period);
+  };
   // A chain seen before, in the same processes' state, resolves to the
-  // same stacks: counted by their ids without resolving its frames again
-  // (not for script and pprof's frames, which keep more than the ids).
-  ChainMemo::Ids* memo = nullptr;
-  if (!options_.script && !options_.sample_frames) {
-    std::vector<uint64_t>& key = memo_key_scratch_;
-    key.clear();
-    key.push_back(uint64_t{s.pid} << 32 | comm);
-    key.push_back(static_cast<uint64_t>(space));
-    key.push_back(s.ip);
-    for (size_t i = 0; i < s.callchain.size(); ++i) key.push_back(s.callchain[i]);
+  // same stacks and the same leaf: counted by their ids without resolving
+  // its frames again (not for script and pprof's frames, which keep more
+  // than the ids).
+  ChainMemo::Entry memo = ChainMemo::kFull;
+  ChainMemo::Ids ids;
+  if ((options_.callchains || options_.controls.children) && !options_.script &&
+      !options_.sample_frames) {
+    const uint64_t head[] = {uint64_t{s.pid} << 32 | comm, static_cast<uint64_t>(space), s.ip};
     bool valid = false;
-    memo = memo_.Lookup(key, epoch_, &valid);
+    memo = memo_.Lookup(head, s.callchain.bytes(), epoch_, &valid);
     if (valid) {
-      if (options_.callchains) stacks_.Count(memo->stack, period);
-      if (options_.controls.children) chains_.Count(memo->chain, period);
+      ids = memo_.Get(memo);
+      count_leaf(ids.leaf_object, ids.leaf_offset);
+      if (options_.callchains) stacks_.Count(ids.stack, period);
+      if (options_.controls.children) chains_.Count(ids.chain, period);
       return;
     }
   }
+  Frame leaf = Resolve(s.pid, s.ip, space);
+  count_leaf(leaf.object, leaf.offset);
+  ids.leaf_object = leaf.object;
+  ids.leaf_offset = leaf.offset;
+  if (!options_.callchains && !options_.sample_frames && !options_.controls.children &&
+      !options_.script)
+    return;
   // Scratch vectors, reused: their capacity outlives the sample, so a
   // sample allocates nothing here once the deepest chain has been seen.
   std::vector<StackCounts::Frame>& frames = frames_scratch_;
@@ -501,17 +518,18 @@ void Profile::OnSample(const SampleRecord& s) {
   }
   if (options_.callchains) {
     const uint32_t id = stacks_.Add(comm, frames, period);
-    if (memo != nullptr) memo->stack = id;
+    ids.stack = id;
   }
   if (options_.controls.children) {
     std::vector<StackCounts::Frame>& chain = chain_scratch_;
     chain.clear();
     for (const Frame& f : addressed) chain.emplace_back(f.object, f.offset);
     const uint32_t id = chains_.Add(comm, chain, period);
-    if (memo != nullptr) memo->chain = id;
+    ids.chain = id;
   }
+  if (memo != ChainMemo::kFull) memo_.Set(memo, ids);
   if (options_.script) {
-    const bool has_cpu = (format_.sample_type & PERF_SAMPLE_CPU) != 0;
+    const bool has_cpu = (layout_.format.sample_type & PERF_SAMPLE_CPU) != 0;
     kept_.push_back(KeptSample{s.time, s.pid, s.tid, has_cpu ? static_cast<int64_t>(s.cpu) : -1,
                                period, comm, addressed, ips});
   }

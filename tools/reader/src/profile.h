@@ -71,7 +71,8 @@ class Profile {
  public:
   explicit Profile(ProfileOptions options);
 
-  void SetFormat(const SampleFormat& format) { format_ = format; }
+  void SetFormat(const SampleFormat& format) { layout_ = SampleLayout(format); }
+  void SetFormat(const SampleLayout& layout) { layout_ = layout; }
   void Process(Bytes record);
 
   uint64_t samples() const { return samples_; }
@@ -148,6 +149,8 @@ class Profile {
   // The object a report shows for `object`: itself, or the stand-in of a
   // changed module (see SetChangedKernelModules).
   const MappedObject* Shown(const MappedObject* object) const;
+  // A COMM, FORK or EXIT record: the task names cached for samples go.
+  void ForgetComms();
   void OnMmap(const MmapRecord& m);
   void OnKernelMmap(const MmapRecord& m);
   void OnKsymbol(const KsymbolRecord& k);
@@ -177,7 +180,7 @@ class Profile {
                         bool leaf) const;
 
   ProfileOptions options_;
-  SampleFormat format_;
+  SampleLayout layout_;
   ProcessTable processes_;
   // The kernel image: samples outside every kernel mapping go here too.
   std::shared_ptr<const MappedObject> kernel_object_;
@@ -196,6 +199,16 @@ class Profile {
   // record: names change only through those, and samples vastly outnumber
   // them.
   std::unordered_map<uint64_t, uint32_t> comm_of_tid_;
+  // In front of it, a direct-mapped cache by tid of its entries of the
+  // current generation (comm_generation_, bumped where comm_of_tid_ is
+  // cleared): most samples find their task here, in one cache line.
+  struct CommCacheEntry {
+    uint64_t task_key;
+    uint32_t comm, generation;
+  };
+  static constexpr size_t kCommCache = 1024;
+  std::array<CommCacheEntry, kCommCache> comm_cache_{};
+  uint32_t comm_generation_ = 1;
   // Per event: samples and the sum of their periods.
   std::vector<uint64_t> event_samples_, event_period_;
   LocationCounts flat_;
@@ -212,7 +225,7 @@ class Profile {
   // OnSample's per-sample lists, kept for their capacity.
   std::vector<StackCounts::Frame> frames_scratch_, chain_scratch_;
   std::vector<Frame> addressed_scratch_;
-  std::vector<uint64_t> ips_scratch_, memo_key_scratch_;
+  std::vector<uint64_t> ips_scratch_;
   std::vector<KeptSample> kept_;  // with `script`
   // With sample_frames: (comm, frames leaf first) -> counts.
   std::map<std::pair<uint32_t, std::vector<Frame>>, FrameSums> frame_stacks_;

@@ -43,43 +43,39 @@ class Cursor {
   bool ok_ = true;
 };
 
-void ReadSampleId(Cursor& c, uint64_t type, SampleId* id) {
-  if (type & PERF_SAMPLE_TID) {
-    id->has_tid = true;
-    id->pid = c.Read<uint32_t>();
-    id->tid = c.Read<uint32_t>();
-  }
-  if (type & PERF_SAMPLE_TIME) {
-    id->has_time = true;
-    id->time = c.Read<uint64_t>();
-  }
-  if (type & PERF_SAMPLE_ID) {
-    id->has_id = true;
-    id->id = c.Read<uint64_t>();
-  }
-  if (type & PERF_SAMPLE_STREAM_ID) c.Skip(8);
-  if (type & PERF_SAMPLE_CPU) {
-    id->has_cpu = true;
-    id->cpu = c.Read<uint32_t>();
-    c.Skip(4);
-  }
-  if (type & PERF_SAMPLE_IDENTIFIER) {
-    id->has_id = true;
-    id->id = c.Read<uint64_t>();
-  }
+template <typename T>
+T Load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
 }
 
 // Splits a non-sample record into its body and its sample_id trailer.
 // Returns false when the record cannot even hold the trailer.
-bool SplitTrailer(Bytes bytes, const SampleFormat& f, const uint8_t** body_end,
-                  SampleId* id) {
-  size_t trailer = SampleIdSize(f);
-  if (bytes.size() < sizeof(perf_event_header) + trailer) return false;
-  *body_end = bytes.data() + bytes.size() - trailer;
-  if (trailer != 0) {
-    Cursor t(*body_end, bytes.data() + bytes.size());
-    ReadSampleId(t, f.sample_type, id);
-    if (!t.ok()) return false;
+bool SplitTrailer(Bytes bytes, const SampleLayout& l, const uint8_t** body_end, SampleId* id) {
+  if (bytes.size() < sizeof(perf_event_header) + l.trailer_size) return false;
+  const uint8_t* t = bytes.data() + bytes.size() - l.trailer_size;
+  *body_end = t;
+  if (l.trailer_tid != SampleLayout::kAbsent) {
+    id->has_tid = true;
+    id->pid = Load<uint32_t>(t + l.trailer_tid);
+    id->tid = Load<uint32_t>(t + l.trailer_tid + 4);
+  }
+  if (l.trailer_time != SampleLayout::kAbsent) {
+    id->has_time = true;
+    id->time = Load<uint64_t>(t + l.trailer_time);
+  }
+  if (l.trailer_id != SampleLayout::kAbsent) {
+    id->has_id = true;
+    id->id = Load<uint64_t>(t + l.trailer_id);
+  }
+  if (l.trailer_cpu != SampleLayout::kAbsent) {
+    id->has_cpu = true;
+    id->cpu = Load<uint32_t>(t + l.trailer_cpu);
+  }
+  if (l.trailer_identifier != SampleLayout::kAbsent) {
+    id->has_id = true;
+    id->id = Load<uint64_t>(t + l.trailer_identifier);
   }
   return true;
 }
@@ -103,7 +99,7 @@ void ReadInodeIdentity(Cursor& c, MmapRecord& m) {
   m.ino_generation = c.Read<uint64_t>();
 }
 
-DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleFormat& f,
+DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleLayout& f,
                         Record* out) {
   MmapRecord m;
   m.misc = h.misc;
@@ -164,43 +160,35 @@ DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleFor
   return DecodeStatus::kOk;
 }
 
-DecodeStatus DecodeSampleBody(Bytes bytes, const perf_event_header& h, const SampleFormat& f,
+DecodeStatus DecodeSampleBody(Bytes bytes, const perf_event_header& h, const SampleLayout& l,
                               SampleRecord* out) {
   SampleRecord& s = *out;
   s = SampleRecord{};
   s.misc = h.misc;
-  const uint64_t t = f.sample_type;
-  Cursor c(bytes.data() + sizeof(h), bytes.data() + bytes.size());
-  if (t & PERF_SAMPLE_IDENTIFIER) s.id = c.Read<uint64_t>();
-  if (t & PERF_SAMPLE_IP) s.ip = c.Read<uint64_t>();
-  if (t & PERF_SAMPLE_TID) {
-    s.pid = c.Read<uint32_t>();
-    s.tid = c.Read<uint32_t>();
+  if (bytes.size() < l.fixed_end) return DecodeStatus::kTruncated;
+  constexpr uint16_t kAbsent = SampleLayout::kAbsent;
+  const uint8_t* p = bytes.data();
+  if (l.identifier != kAbsent) s.id = Load<uint64_t>(p + l.identifier);
+  if (l.ip != kAbsent) s.ip = Load<uint64_t>(p + l.ip);
+  if (l.tid != kAbsent) {
+    s.pid = Load<uint32_t>(p + l.tid);
+    s.tid = Load<uint32_t>(p + l.tid + 4);
   }
-  if (t & PERF_SAMPLE_TIME) s.time = c.Read<uint64_t>();
-  if (t & PERF_SAMPLE_ADDR) c.Skip(8);
-  if (t & PERF_SAMPLE_ID) s.id = c.Read<uint64_t>();
-  if (t & PERF_SAMPLE_STREAM_ID) c.Skip(8);
-  if (t & PERF_SAMPLE_CPU) {
-    s.cpu = c.Read<uint32_t>();
-    c.Skip(4);
+  if (l.time != kAbsent) s.time = Load<uint64_t>(p + l.time);
+  if (l.id != kAbsent) s.id = Load<uint64_t>(p + l.id);
+  if (l.cpu != kAbsent) s.cpu = Load<uint32_t>(p + l.cpu);
+  if (l.period != kAbsent) s.period = Load<uint64_t>(p + l.period);
+  if (l.read_value == 0 && !l.callchain) return DecodeStatus::kOk;
+  Cursor c(p + l.fixed_end, p + bytes.size());
+  if (l.read_group) {
+    uint64_t nr = c.Read<uint64_t>();
+    c.Skip(l.read_times);
+    if (nr > kMaxRecordSize / l.read_value) return DecodeStatus::kMalformed;
+    c.Skip(nr * l.read_value);
+  } else if (l.read_value != 0) {
+    c.Skip(l.read_value + l.read_times);
   }
-  if (t & PERF_SAMPLE_PERIOD) s.period = c.Read<uint64_t>();
-  if (t & PERF_SAMPLE_READ) {
-    const uint64_t rf = f.read_format;
-    size_t per_value = 8 + ((rf & PERF_FORMAT_ID) ? 8 : 0) + ((rf & kFormatLost) ? 8 : 0);
-    size_t times = ((rf & PERF_FORMAT_TOTAL_TIME_ENABLED) ? 8 : 0) +
-                   ((rf & PERF_FORMAT_TOTAL_TIME_RUNNING) ? 8 : 0);
-    if (rf & PERF_FORMAT_GROUP) {
-      uint64_t nr = c.Read<uint64_t>();
-      c.Skip(times);
-      if (nr > kMaxRecordSize / per_value) return DecodeStatus::kMalformed;
-      c.Skip(nr * per_value);
-    } else {
-      c.Skip(per_value + times);
-    }
-  }
-  if (t & PERF_SAMPLE_CALLCHAIN) {
+  if (l.callchain) {
     uint64_t nr = c.Read<uint64_t>();
     if (!c.ok()) return DecodeStatus::kTruncated;
     if (nr > c.remaining() / 8) return DecodeStatus::kTruncated;
@@ -211,7 +199,7 @@ DecodeStatus DecodeSampleBody(Bytes bytes, const perf_event_header& h, const Sam
   return DecodeStatus::kOk;
 }
 
-DecodeStatus DecodeSample(Bytes bytes, const perf_event_header& h, const SampleFormat& f,
+DecodeStatus DecodeSample(Bytes bytes, const perf_event_header& h, const SampleLayout& f,
                           Record* out) {
   SampleRecord s;
   DecodeStatus status = DecodeSampleBody(bytes, h, f, &s);
@@ -235,11 +223,11 @@ DecodeStatus CheckFrame(Bytes bytes, perf_event_header* h) {
 
 }  // namespace
 
-DecodeStatus DecodeSampleRecord(Bytes bytes, const SampleFormat& format, SampleRecord* out) {
+DecodeStatus DecodeSampleRecord(Bytes bytes, const SampleLayout& layout, SampleRecord* out) {
   perf_event_header h;
   if (DecodeStatus status = CheckFrame(bytes, &h); status != DecodeStatus::kOk) return status;
   if (h.type != PERF_RECORD_SAMPLE) return DecodeStatus::kIgnored;
-  return DecodeSampleBody(bytes, h, format, out);
+  return DecodeSampleBody(bytes, h, layout, out);
 }
 
 const char* DecodeStatusName(DecodeStatus status) {
@@ -253,18 +241,47 @@ const char* DecodeStatusName(DecodeStatus status) {
   return "?";
 }
 
-size_t SampleIdSize(const SampleFormat& f) {
-  if (!f.sample_id_all) return 0;
+SampleLayout::SampleLayout(const SampleFormat& f) : format(f) {
   const uint64_t t = f.sample_type;
-  size_t n = 0;
-  if (t & PERF_SAMPLE_TID) n += 8;
-  if (t & PERF_SAMPLE_TIME) n += 8;
-  if (t & PERF_SAMPLE_ID) n += 8;
-  if (t & PERF_SAMPLE_STREAM_ID) n += 8;
-  if (t & PERF_SAMPLE_CPU) n += 8;
-  if (t & PERF_SAMPLE_IDENTIFIER) n += 8;
-  return n;
+  // The kernel's order (perf_output_sample()): each present field takes the
+  // next 8 bytes.
+  uint16_t off = sizeof(perf_event_header);
+  auto place = [&](uint64_t bit, uint16_t& field) {
+    if (!(t & bit)) return;
+    field = off;
+    off += 8;
+  };
+  place(PERF_SAMPLE_IDENTIFIER, identifier);
+  place(PERF_SAMPLE_IP, ip);
+  place(PERF_SAMPLE_TID, tid);
+  place(PERF_SAMPLE_TIME, time);
+  place(PERF_SAMPLE_ADDR, addr);
+  place(PERF_SAMPLE_ID, id);
+  place(PERF_SAMPLE_STREAM_ID, stream_id);
+  place(PERF_SAMPLE_CPU, cpu);
+  place(PERF_SAMPLE_PERIOD, period);
+  fixed_end = off;
+  if (t & PERF_SAMPLE_READ) {
+    const uint64_t rf = f.read_format;
+    read_value = 8 + ((rf & PERF_FORMAT_ID) ? 8 : 0) + ((rf & kFormatLost) ? 8 : 0);
+    read_times = ((rf & PERF_FORMAT_TOTAL_TIME_ENABLED) ? 8 : 0) +
+                 ((rf & PERF_FORMAT_TOTAL_TIME_RUNNING) ? 8 : 0);
+    read_group = (rf & PERF_FORMAT_GROUP) != 0;
+  }
+  callchain = (t & PERF_SAMPLE_CALLCHAIN) != 0;
+  if (!f.sample_id_all) return;
+  // The trailer (perf_event__output_id_sample()): its own order.
+  off = 0;
+  place(PERF_SAMPLE_TID, trailer_tid);
+  place(PERF_SAMPLE_TIME, trailer_time);
+  place(PERF_SAMPLE_ID, trailer_id);
+  place(PERF_SAMPLE_STREAM_ID, trailer_stream_id);
+  place(PERF_SAMPLE_CPU, trailer_cpu);
+  place(PERF_SAMPLE_IDENTIFIER, trailer_identifier);
+  trailer_size = off;
 }
+
+size_t SampleIdSize(const SampleFormat& f) { return SampleLayout(f).trailer_size; }
 
 bool ReadHeader(Bytes bytes, perf_event_header* header) {
   if (bytes.size() < sizeof(*header)) return false;
@@ -272,7 +289,7 @@ bool ReadHeader(Bytes bytes, perf_event_header* header) {
   return true;
 }
 
-DecodeStatus DecodeRecord(Bytes bytes, const SampleFormat& f, Record* out) {
+DecodeStatus DecodeRecord(Bytes bytes, const SampleLayout& f, Record* out) {
   *out = std::monostate{};
   perf_event_header h;
   if (DecodeStatus status = CheckFrame(bytes, &h); status != DecodeStatus::kOk) return status;
@@ -359,28 +376,18 @@ DecodeStatus DecodeRecord(Bytes bytes, const SampleFormat& f, Record* out) {
   }
 }
 
-std::optional<uint64_t> RecordTime(Bytes bytes, const SampleFormat& f) {
+std::optional<uint64_t> RecordTime(Bytes bytes, const SampleLayout& l) {
   perf_event_header h;
   if (!ReadHeader(bytes, &h) || h.size != bytes.size() || h.size < sizeof(h)) return std::nullopt;
-  if (!(f.sample_type & PERF_SAMPLE_TIME)) return std::nullopt;
   if (h.type == PERF_RECORD_SAMPLE) {
-    size_t off = sizeof(h);
-    if (f.sample_type & PERF_SAMPLE_IDENTIFIER) off += 8;
-    if (f.sample_type & PERF_SAMPLE_IP) off += 8;
-    if (f.sample_type & PERF_SAMPLE_TID) off += 8;
-    if (bytes.size() < off + 8) return std::nullopt;
-    uint64_t t;
-    std::memcpy(&t, bytes.data() + off, 8);
-    return t;
+    if (l.time == SampleLayout::kAbsent || bytes.size() < l.time + 8u) return std::nullopt;
+    return Load<uint64_t>(bytes.data() + l.time);
   }
   // Tool-synthesized records (types >= 64) carry no trailer.
-  if (!f.sample_id_all || h.type >= kRecordUserTypeStart) return std::nullopt;
-  size_t trailer = SampleIdSize(f);
-  if (bytes.size() < sizeof(h) + trailer) return std::nullopt;
-  size_t off = bytes.size() - trailer + ((f.sample_type & PERF_SAMPLE_TID) ? 8 : 0);
-  uint64_t t;
-  std::memcpy(&t, bytes.data() + off, 8);
-  return t;
+  if (l.trailer_time == SampleLayout::kAbsent || h.type >= kRecordUserTypeStart ||
+      bytes.size() < sizeof(h) + l.trailer_size)
+    return std::nullopt;
+  return Load<uint64_t>(bytes.data() + bytes.size() - l.trailer_size + l.trailer_time);
 }
 
 }  // namespace mmap3

@@ -41,6 +41,39 @@ struct SampleFormat {
   bool sample_id_all = false;
 };
 
+// Where each field lies, for one SampleFormat: in a PERF_RECORD_SAMPLE, and
+// in the sample_id trailer of every other record the kernel writes.  The
+// one description of both layouts: the decoder, RecordTime() and the
+// encoder all read it, and none walks the sample_type bits itself.
+// Computing it costs a few branches; hot paths keep one per format.
+struct SampleLayout {
+  static constexpr uint16_t kAbsent = 0xffff;
+
+  SampleLayout() : SampleLayout(SampleFormat{}) {}
+  explicit SampleLayout(const SampleFormat& format);
+
+  SampleFormat format;
+  // A sample's fixed-size fields, in the kernel's order: byte offsets from
+  // the start of the record (the header included), kAbsent if the format
+  // has no such field.  TID and CPU are two u32 (pid, tid; cpu, reserved).
+  uint16_t identifier = kAbsent, ip = kAbsent, tid = kAbsent, time = kAbsent, addr = kAbsent,
+           id = kAbsent, stream_id = kAbsent, cpu = kAbsent, period = kAbsent;
+  // Where the fixed part ends: a sample is at least this long, and READ
+  // (when present), then CALLCHAIN (when present), begin here.
+  uint16_t fixed_end = 8;
+  // PERF_SAMPLE_READ: bytes of one value (value, id, lost) and of the
+  // time fields; with PERF_FORMAT_GROUP, nr comes first and the times
+  // before nr values.  0 when the samples carry no READ.
+  uint16_t read_value = 0, read_times = 0;
+  bool read_group = false;
+  bool callchain = false;
+  // The sample_id trailer (sample_id_all): its size (0: none) and its
+  // fields' offsets from its start.
+  uint16_t trailer_size = 0;
+  uint16_t trailer_tid = kAbsent, trailer_time = kAbsent, trailer_id = kAbsent,
+           trailer_stream_id = kAbsent, trailer_cpu = kAbsent, trailer_identifier = kAbsent;
+};
+
 // The struct sample_id trailer (only the fields we use).  has_* tell which
 // fields the sample_type provided.
 struct SampleId {
@@ -109,6 +142,8 @@ class U64Array {
   U64Array(const uint8_t* data, size_t count) : data_(data), count_(count) {}
   size_t size() const { return count_; }
   bool empty() const { return count_ == 0; }
+  // The array's bytes (size() * 8 of them, not necessarily aligned).
+  std::span<const uint8_t> bytes() const { return {data_, count_ * 8}; }
   uint64_t operator[](size_t i) const {
     uint64_t v;
     std::memcpy(&v, data_ + i * 8, 8);
@@ -170,14 +205,28 @@ enum class DecodeStatus {
 const char* DecodeStatusName(DecodeStatus status);
 
 // Decodes one record.  `bytes` must be exactly one record (header.size bytes).
-DecodeStatus DecodeRecord(Bytes bytes, const SampleFormat& format, Record* out);
+DecodeStatus DecodeRecord(Bytes bytes, const SampleLayout& layout, Record* out);
 // The same for a record that is a sample, without going through Record (the
 // hot path: most records are samples).  kIgnored if it is another type.
-DecodeStatus DecodeSampleRecord(Bytes bytes, const SampleFormat& format, SampleRecord* out);
+DecodeStatus DecodeSampleRecord(Bytes bytes, const SampleLayout& layout, SampleRecord* out);
 
 // The timestamp of a record for ordering: a sample's time, or the time in the
-// sample_id trailer.  nullopt when the format carries no time for it.
-std::optional<uint64_t> RecordTime(Bytes bytes, const SampleFormat& format);
+// sample_id trailer.  nullopt when the format carries no time for it, and
+// for a record whose header size is not the span's.
+std::optional<uint64_t> RecordTime(Bytes bytes, const SampleLayout& layout);
+
+// The same, for callers that hold a format and not its layout (each call
+// computes the layout).
+inline DecodeStatus DecodeRecord(Bytes bytes, const SampleFormat& format, Record* out) {
+  return DecodeRecord(bytes, SampleLayout(format), out);
+}
+inline DecodeStatus DecodeSampleRecord(Bytes bytes, const SampleFormat& format,
+                                       SampleRecord* out) {
+  return DecodeSampleRecord(bytes, SampleLayout(format), out);
+}
+inline std::optional<uint64_t> RecordTime(Bytes bytes, const SampleFormat& format) {
+  return RecordTime(bytes, SampleLayout(format));
+}
 
 // Size in bytes of the sample_id trailer for this format (0 if none).
 size_t SampleIdSize(const SampleFormat& format);

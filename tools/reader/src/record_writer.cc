@@ -11,7 +11,8 @@ class Encoder {
  public:
   Encoder(uint32_t type, uint16_t misc) {
     perf_event_header h{type, misc, 0};
-    Put(h);
+    out_.resize(sizeof(h));
+    std::memcpy(out_.data(), &h, sizeof(h));
   }
   template <typename T>
   void Put(const T& v) {
@@ -28,21 +29,25 @@ class Encoder {
     out_.push_back(0);
     while (out_.size() % 8 != 0) out_.push_back(0);
   }
+  // Appends `size` zero bytes and returns where they begin.
+  size_t Reserve(size_t size) {
+    const size_t at = out_.size();
+    out_.resize(at + size, 0);
+    return at;
+  }
+  // Writes `v` at `base + offset`, unless the layout has no such field.
+  template <typename T>
+  void PutAt(size_t base, uint16_t offset, const T& v) {
+    if (offset != SampleLayout::kAbsent) std::memcpy(out_.data() + base + offset, &v, sizeof(v));
+  }
   void PutSampleId(const SampleId& id, const SampleFormat& f) {
-    if (!f.sample_id_all) return;
-    const uint64_t t = f.sample_type;
-    if (t & PERF_SAMPLE_TID) {
-      Put(id.pid);
-      Put(id.tid);
-    }
-    if (t & PERF_SAMPLE_TIME) Put(id.time);
-    if (t & PERF_SAMPLE_ID) Put(id.id);
-    if (t & PERF_SAMPLE_STREAM_ID) Put(uint64_t{0});
-    if (t & PERF_SAMPLE_CPU) {
-      Put(id.cpu);
-      Put(uint32_t{0});
-    }
-    if (t & PERF_SAMPLE_IDENTIFIER) Put(id.id);
+    const SampleLayout l(f);
+    const size_t base = Reserve(l.trailer_size);
+    PutAt(base, l.trailer_tid, uint64_t{id.tid} << 32 | id.pid);
+    PutAt(base, l.trailer_time, id.time);
+    PutAt(base, l.trailer_id, id.id);
+    PutAt(base, l.trailer_cpu, uint64_t{id.cpu});
+    PutAt(base, l.trailer_identifier, id.id);
   }
   std::vector<uint8_t> Finish() {
     while (out_.size() % 8 != 0) out_.push_back(0);
@@ -160,23 +165,23 @@ std::vector<uint8_t> EncodeBpfEvent(const BpfEventRecord& b, const SampleFormat&
 std::vector<uint8_t> EncodeSample(const SampleRecord& s, std::span<const uint64_t> callchain,
                                   const SampleFormat& f) {
   Encoder e(PERF_RECORD_SAMPLE, s.misc);
-  const uint64_t t = f.sample_type;
-  if (t & PERF_SAMPLE_IDENTIFIER) e.Put(s.id);
-  if (t & PERF_SAMPLE_IP) e.Put(s.ip);
-  if (t & PERF_SAMPLE_TID) {
-    e.Put(s.pid);
-    e.Put(s.tid);
-  }
-  if (t & PERF_SAMPLE_TIME) e.Put(s.time);
-  if (t & PERF_SAMPLE_ADDR) e.Put(uint64_t{0});
-  if (t & PERF_SAMPLE_ID) e.Put(s.id);
-  if (t & PERF_SAMPLE_STREAM_ID) e.Put(uint64_t{0});
-  if (t & PERF_SAMPLE_CPU) {
-    e.Put(s.cpu);
-    e.Put(uint32_t{0});
-  }
-  if (t & PERF_SAMPLE_PERIOD) e.Put(s.period);
-  if (t & PERF_SAMPLE_CALLCHAIN) {
+  const SampleLayout l(f);
+  // The fixed part, header included, then what follows it.
+  e.Reserve(l.fixed_end - sizeof(perf_event_header));
+  e.PutAt(0, l.identifier, s.id);
+  e.PutAt(0, l.ip, s.ip);
+  e.PutAt(0, l.tid, uint64_t{s.tid} << 32 | s.pid);
+  e.PutAt(0, l.time, s.time);
+  e.PutAt(0, l.id, s.id);
+  e.PutAt(0, l.cpu, uint64_t{s.cpu});
+  e.PutAt(0, l.period, s.period);
+  // A read of no counters (a group of none), or of one whose value and
+  // times are 0.
+  if (l.read_group)
+    e.Reserve(8 + l.read_times);
+  else if (l.read_value != 0)
+    e.Reserve(l.read_value + l.read_times);
+  if (l.callchain) {
     e.Put(static_cast<uint64_t>(callchain.size()));
     for (uint64_t ip : callchain) e.Put(ip);
   }

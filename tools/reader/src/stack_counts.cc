@@ -1,6 +1,7 @@
 #include "stack_counts.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace mmap3 {
 
@@ -62,31 +63,102 @@ std::vector<uint32_t> StackCounts::Sorted() const {
 }
 
 
-ChainMemo::Ids* ChainMemo::Lookup(std::span<const uint64_t> key, uint64_t epoch, bool* valid) {
-  uint64_t h = Step(0, key.size());
-  for (uint64_t w : key) h = Step(h, w);
-  h = Finish(h);
-  if ((entries_.size() + 1) * 2 > slots_.size()) Grow();
+namespace {
+
+inline uint64_t Word(const uint8_t* p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+
+// The head's few words one after the other, then the tail's in four
+// independent lanes, so that the multiplies overlap instead of each
+// waiting for the one before (a chain of 19 dependent steps cost more than
+// the rest of a memo hit).
+inline uint64_t HashWords(std::span<const uint64_t> head, std::span<const uint8_t> tail) {
+  const size_t n = tail.size() / 8;
+  uint64_t a = Step(Step(0, head.size()), n);
+  for (uint64_t w : head) a = Step(a, w);
+  uint64_t b = 0x243f6a8885a308d3ull, c = 0x13198a2e03707344ull, d = 0xa4093822299f31d0ull;
+  const uint8_t* p = tail.data();
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a = Step(a, Word(p + i * 8));
+    b = Step(b, Word(p + i * 8 + 8));
+    c = Step(c, Word(p + i * 8 + 16));
+    d = Step(d, Word(p + i * 8 + 24));
+  }
+  for (; i < n; ++i) a = Step(a, Word(p + i * 8));
+  return Finish(Step(Step(Step(a, b), c), d));
+}
+
+// Whether stored words are the head then the tail, without a branch per
+// word (and without a call into memcmp, whose dispatch costs more than
+// these short keys).
+inline bool SameWords(const uint64_t* stored, std::span<const uint64_t> head,
+                      std::span<const uint8_t> tail) {
+  uint64_t diff = 0;
+  for (size_t i = 0; i < head.size(); ++i) diff |= stored[i] ^ head[i];
+  stored += head.size();
+  for (size_t i = 0; i < tail.size() / 8; ++i) diff |= stored[i] ^ Word(tail.data() + i * 8);
+  return diff == 0;
+}
+
+}  // namespace
+
+uint64_t ChainMemo::Hash(std::span<const uint64_t> head, std::span<const uint8_t> tail) {
+  return HashWords(head, tail);
+}
+
+ChainMemo::Entry ChainMemo::Lookup(std::span<const uint64_t> head, std::span<const uint8_t> tail,
+                                   uint64_t epoch, bool* valid) {
+  const uint64_t h = hash_(head, tail);
+  const size_t size = head.size() + tail.size() / 8;
+  // The head's length is part of the key: the same words split otherwise
+  // are another key.
+  const uint64_t shape = uint64_t{head.size()} << 32 | size;
+  const uint32_t tag = static_cast<uint32_t>(h >> 32);
+  if ((count_ + 1) * 2 > slots_.size()) Grow();
   const size_t mask = slots_.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
-    uint32_t& slot = slots_[i];
-    if (slot == 0) {
-      slot = static_cast<uint32_t>(entries_.size()) + 1;
-      entries_.push_back(Entry{h, epoch, words_.size(), key.size(), Ids{}});
-      words_.insert(words_.end(), key.begin(), key.end());
+    Slot& slot = slots_[i];
+    if (slot.entry == 0) {
+      const size_t at = words_.size();
+      if (at + kHeader + size >= kFull) return kFull;
+      words_.resize(at + kHeader + size);
+      uint64_t* w = words_.data() + at;
+      w[kHash] = h;
+      w[kEpoch] = epoch;
+      w[kSize] = shape;
+      std::copy(head.begin(), head.end(), w + kHeader);
+      std::memcpy(w + kHeader + head.size(), tail.data(), tail.size() / 8 * 8);
+      slot = Slot{tag, static_cast<uint32_t>(at) + 1};
+      ++count_;
       *valid = false;
-      return &entries_.back().ids;
+      return static_cast<Entry>(at);
     }
-    Entry& e = entries_[slot - 1];
-    if (e.hash == h && e.size == key.size() &&
-        std::equal(key.begin(), key.end(), words_.begin() + static_cast<ptrdiff_t>(e.begin))) {
-      *valid = e.epoch == epoch;
-      e.epoch = epoch;
-      return &e.ids;
+    if (slot.tag != tag) continue;
+    const Entry e = slot.entry - 1;
+    uint64_t* w = words_.data() + e;
+    if (w[kHash] == h && w[kSize] == shape && SameWords(w + kHeader, head, tail)) {
+      *valid = w[kEpoch] == epoch;
+      w[kEpoch] = epoch;
+      return e;
     }
   }
 }
 
-void ChainMemo::Grow() { Reindex(slots_, entries_); }
+void ChainMemo::Grow() {
+  size_t capacity = slots_.empty() ? 1024 : slots_.size() * 2;
+  while ((count_ + 1) * 2 > capacity) capacity *= 2;
+  slots_.assign(capacity, Slot{0, 0});
+  const size_t mask = capacity - 1;
+  for (size_t at = 0; at < words_.size(); at += kHeader + (words_[at + kSize] & 0xffffffffu)) {
+    const uint64_t h = words_[at + kHash];
+    size_t i = h & mask;
+    while (slots_[i].entry != 0) i = (i + 1) & mask;
+    slots_[i] = Slot{static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(at) + 1};
+  }
+}
 
 }  // namespace mmap3

@@ -107,36 +107,75 @@ class StackCounts {
 };
 
 // A memo from a sample's raw call chain (its words as recorded, with what
-// else its resolution depends on: the caller's to choose) to the ids its
-// resolved stacks were given, so that a chain seen before is not resolved
-// frame by frame again.  Entries are valid in one epoch: the caller starts
-// a new one whenever what the words resolve to may have changed (a mapping,
-// a process); an entry of an older epoch is found but reported stale, and
-// refilled in place.  Same table layout as StackCounts.
+// else its resolution depends on: the caller's to choose) to what it
+// resolved to: the ids of its stacks and where its leaf was, so that a
+// chain seen before is not resolved frame by frame again.  Entries are
+// valid in one epoch: the caller starts a new one whenever what the words
+// resolve to may have changed (a mapping, a process); an entry of an older
+// epoch is found but reported stale, and refilled in place.
+//
+// A hit costs a hash of the key and, most of the time, two places in
+// memory: its slot, which holds part of the hash, so that a probe past
+// another key rarely leaves the slot array; and its entry, whose header and
+// words lie together in one array.
 class ChainMemo {
  public:
   struct Ids {
     uint32_t stack = 0, chain = 0;
+    // Where the sample's own ip resolved (its flat count's location).
+    const MappedObject* leaf_object = nullptr;
+    uint64_t leaf_offset = 0;
   };
+  // An entry, named by where it starts in the memo's words.
+  using Entry = uint32_t;
+  using HashFn = uint64_t (*)(std::span<const uint64_t> head, std::span<const uint8_t> tail);
+  static constexpr Entry kFull = UINT32_MAX;
 
-  // The entry for `key`, inserted if absent.  *valid: it holds the ids of
-  // `epoch`; otherwise (new or stale) the caller fills it in, and it is
-  // then valid in `epoch`.  The pointer stays valid until the next Lookup.
-  Ids* Lookup(std::span<const uint64_t> key, uint64_t epoch, bool* valid);
+  // `hash` replaces the hash function (tests use a constant one so that
+  // every key shares one bucket and one tag); null: Hash().
+  explicit ChainMemo(HashFn hash = nullptr) : hash_(hash != nullptr ? hash : &Hash) {}
 
-  size_t size() const { return entries_.size(); }
+  // The entry for the key `head` followed by the words in `tail` (8 bytes
+  // each, in memory order, not necessarily aligned), inserted if absent.
+  // The head's length is part of the key.  *valid: it holds the ids of
+  // `epoch`; otherwise (new or stale) the caller fills it in with Set(),
+  // and it is then valid in `epoch`.  kFull when a new key would not fit
+  // (the memo's words would pass 2^32): the caller resolves the chain.
+  // An entry stays valid until the next Lookup.
+  Entry Lookup(std::span<const uint64_t> head, std::span<const uint8_t> tail, uint64_t epoch,
+               bool* valid);
+  Ids Get(Entry e) const {
+    Ids ids;
+    ids.stack = static_cast<uint32_t>(words_[e + kStackChain]);
+    ids.chain = static_cast<uint32_t>(words_[e + kStackChain] >> 32);
+    ids.leaf_object = reinterpret_cast<const MappedObject*>(words_[e + kLeafObject]);
+    ids.leaf_offset = words_[e + kLeafOffset];
+    return ids;
+  }
+  void Set(Entry e, const Ids& ids) {
+    words_[e + kStackChain] = uint64_t{ids.chain} << 32 | ids.stack;
+    words_[e + kLeafObject] = reinterpret_cast<uintptr_t>(ids.leaf_object);
+    words_[e + kLeafOffset] = ids.leaf_offset;
+  }
+
+  size_t size() const { return count_; }
+
+  // The hash Lookup() uses (tests).
+  static uint64_t Hash(std::span<const uint64_t> head, std::span<const uint8_t> tail);
 
  private:
-  struct Entry {
-    uint64_t hash, epoch;
-    size_t begin, size;  // in words_
-    Ids ids;
+  // An entry's words: a header, then the key.
+  enum : uint32_t { kHash, kEpoch, kSize, kStackChain, kLeafObject, kLeafOffset, kHeader };
+  struct Slot {
+    uint32_t tag;    // the hash's high half
+    uint32_t entry;  // Entry + 1; 0 is empty
   };
   void Grow();
 
-  std::vector<uint32_t> slots_;  // entry index + 1; 0 is empty
-  std::vector<Entry> entries_;
+  HashFn hash_;
+  std::vector<Slot> slots_;
   std::vector<uint64_t> words_;
+  size_t count_ = 0;
 };
 
 }  // namespace mmap3

@@ -466,6 +466,145 @@ TEST(RecordTest, UnknownTypesAreIgnoredNotErrors) {
   EXPECT_FALSE(RecordTime(EncodeFinishedRound(), kFormat).has_value());
 }
 
+// Every combination of the sample_type bits a layout places (with each
+// read_format the decoder knows, with and without sample_id_all): a sample
+// and a COMM record are encoded, each field is checked in the bytes at the
+// offset this test computes on its own, by the order the kernel's
+// perf_output_sample() and perf_event__output_id_sample() write them in,
+// and the decoder and RecordTime() must give every value back.
+TEST(RecordTest, SampleLayoutPlacesEveryFieldWhereTheKernelWritesIt) {
+  const uint64_t fixed[] = {PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP,     PERF_SAMPLE_TID,
+                            PERF_SAMPLE_TIME,       PERF_SAMPLE_ADDR,   PERF_SAMPLE_ID,
+                            PERF_SAMPLE_STREAM_ID,  PERF_SAMPLE_CPU,    PERF_SAMPLE_PERIOD};
+  const uint64_t trailer_order[] = {PERF_SAMPLE_TID,       PERF_SAMPLE_TIME, PERF_SAMPLE_ID,
+                                    PERF_SAMPLE_STREAM_ID, PERF_SAMPLE_CPU,
+                                    PERF_SAMPLE_IDENTIFIER};
+  const uint64_t read_formats[] = {0, PERF_FORMAT_ID | PERF_FORMAT_TOTAL_TIME_ENABLED,
+                                   PERF_FORMAT_GROUP | PERF_FORMAT_ID | PERF_FORMAT_LOST |
+                                       PERF_FORMAT_TOTAL_TIME_RUNNING};
+  size_t checked = 0;
+  for (uint32_t bits = 0; bits < (1u << 11); ++bits) {
+    uint64_t type = 0;
+    for (size_t i = 0; i < 9; ++i)
+      if (bits & (1u << i)) type |= fixed[i];
+    const bool read = bits & (1u << 9), chain = bits & (1u << 10);
+    if (read) type |= PERF_SAMPLE_READ;
+    if (chain) type |= PERF_SAMPLE_CALLCHAIN;
+    for (uint64_t rf : read_formats) {
+      if (!read && rf != 0) continue;
+      for (bool id_all : {false, true}) {
+        const SampleFormat f{type, rf, id_all};
+        SCOPED_TRACE(testing::Message() << "sample_type " << type << " read_format " << rf
+                                        << " sample_id_all " << id_all);
+        SampleRecord s;
+        s.misc = PERF_RECORD_MISC_USER;
+        s.id = 0x1d1d;
+        s.ip = 0x401000;
+        s.pid = 11;
+        s.tid = 12;
+        s.time = 0x7777;
+        s.cpu = 3;
+        s.period = 4000;
+        const std::vector<uint64_t> ips = {static_cast<uint64_t>(PERF_CONTEXT_USER), 0x401000};
+        const std::vector<uint8_t> bytes = EncodeSample(s, ips, f);
+        // The oracle: 8 bytes per present fixed field, from the header on.
+        auto word = [&](size_t off) {
+          uint64_t v = 0;
+          if (off + 8 <= bytes.size()) std::memcpy(&v, bytes.data() + off, 8);
+          return v;
+        };
+        size_t off = 8;
+        for (uint64_t bit : fixed) {
+          if (!(type & bit)) continue;
+          uint64_t want = 0;  // ADDR and STREAM_ID: written as 0
+          if (bit == PERF_SAMPLE_IDENTIFIER || bit == PERF_SAMPLE_ID) want = s.id;
+          if (bit == PERF_SAMPLE_IP) want = s.ip;
+          if (bit == PERF_SAMPLE_TID) want = uint64_t{12} << 32 | 11;
+          if (bit == PERF_SAMPLE_TIME) want = s.time;
+          if (bit == PERF_SAMPLE_CPU) want = 3;
+          if (bit == PERF_SAMPLE_PERIOD) want = s.period;
+          EXPECT_EQ(word(off), want) << "sample field " << bit;
+          off += 8;
+        }
+        if (read) {
+          const size_t value = 8 + (rf & PERF_FORMAT_ID ? 8 : 0) + (rf & PERF_FORMAT_LOST ? 8 : 0);
+          const size_t times = (rf & PERF_FORMAT_TOTAL_TIME_ENABLED ? 8 : 0) +
+                               (rf & PERF_FORMAT_TOTAL_TIME_RUNNING ? 8 : 0);
+          // The encoder writes a group of no counters, or one zero value.
+          off += rf & PERF_FORMAT_GROUP ? 8 + times : value + times;
+        }
+        if (chain) {
+          EXPECT_EQ(word(off), 2u);
+          EXPECT_EQ(word(off + 16), 0x401000u);
+          off += 24;
+        }
+        EXPECT_EQ(bytes.size(), off);
+        SampleRecord d;
+        ASSERT_EQ(DecodeSampleRecord(bytes, f, &d), DecodeStatus::kOk);
+        EXPECT_EQ(d.ip, type & PERF_SAMPLE_IP ? s.ip : 0);
+        EXPECT_EQ(d.tid, type & PERF_SAMPLE_TID ? s.tid : 0);
+        EXPECT_EQ(d.pid, type & PERF_SAMPLE_TID ? s.pid : 0);
+        EXPECT_EQ(d.time, type & PERF_SAMPLE_TIME ? s.time : 0);
+        EXPECT_EQ(d.id, type & (PERF_SAMPLE_ID | PERF_SAMPLE_IDENTIFIER) ? s.id : 0);
+        EXPECT_EQ(d.cpu, type & PERF_SAMPLE_CPU ? s.cpu : 0);
+        EXPECT_EQ(d.period, type & PERF_SAMPLE_PERIOD ? s.period : 1);
+        ASSERT_EQ(d.callchain.size(), chain ? 2u : 0u);
+        if (chain) {
+          EXPECT_EQ(d.callchain[1], 0x401000u);
+        }
+        EXPECT_EQ(RecordTime(bytes, f),
+                  type & PERF_SAMPLE_TIME ? std::optional<uint64_t>(s.time) : std::nullopt);
+        // One byte short of the fixed part, or of the chain, is truncated.
+        if (bytes.size() > 8) {
+          EXPECT_NE(DecodeSampleRecord(Bytes(bytes.data(), bytes.size() - 8), SampleLayout(f), &d),
+                    DecodeStatus::kOk);
+        }
+
+        // The trailer of another record, in its own order, at the end.
+        CommRecord c;
+        c.pid = c.tid = 5;
+        c.comm = "x";
+        c.sample_id = Sid(11, 0x9999, 3);
+        c.sample_id.tid = 12;
+        c.sample_id.id = 0x2e2e;
+        const std::vector<uint8_t> comm = EncodeComm(c, f);
+        size_t toff = comm.size() - SampleIdSize(f);
+        size_t n = 0;
+        auto cword = [&](size_t o) {
+          uint64_t v = 0;
+          std::memcpy(&v, comm.data() + o, 8);
+          return v;
+        };
+        for (uint64_t bit : trailer_order) {
+          if (!id_all || !(type & bit)) continue;
+          uint64_t want = 0;
+          if (bit == PERF_SAMPLE_TID) want = uint64_t{12} << 32 | 11;
+          if (bit == PERF_SAMPLE_TIME) want = 0x9999;
+          if (bit == PERF_SAMPLE_ID || bit == PERF_SAMPLE_IDENTIFIER) want = 0x2e2e;
+          if (bit == PERF_SAMPLE_CPU) want = 3;
+          EXPECT_EQ(cword(toff), want) << "trailer field " << bit;
+          toff += 8;
+          ++n;
+        }
+        EXPECT_EQ(toff, comm.size());
+        EXPECT_EQ(SampleIdSize(f), n * 8);
+        const CommRecord dc = DecodeAs<CommRecord>(comm, f);
+        EXPECT_EQ(dc.comm, "x");
+        EXPECT_EQ(dc.sample_id.has_time, id_all && (type & PERF_SAMPLE_TIME));
+        EXPECT_EQ(dc.sample_id.time, dc.sample_id.has_time ? 0x9999u : 0u);
+        EXPECT_EQ(dc.sample_id.tid, dc.sample_id.has_tid ? 12u : 0u);
+        EXPECT_EQ(dc.sample_id.id, dc.sample_id.has_id ? 0x2e2eu : 0u);
+        EXPECT_EQ(dc.sample_id.cpu, dc.sample_id.has_cpu ? 3u : 0u);
+        EXPECT_EQ(RecordTime(comm, f), id_all && (type & PERF_SAMPLE_TIME)
+                                           ? std::optional<uint64_t>(0x9999)
+                                           : std::nullopt);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, (1u << 10) * 2 + (1u << 10) * 3 * 2);  // without READ, with it
+}
+
 TEST(RecordTest, SampleIdSizeFollowsSampleType) {
   EXPECT_EQ(SampleIdSize(kFormat), 24u);  // TID, TIME, CPU
   EXPECT_EQ(SampleIdSize({kTypeNoCallchain | PERF_SAMPLE_IDENTIFIER, 0, true}), 32u);

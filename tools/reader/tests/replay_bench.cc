@@ -117,14 +117,15 @@ int InMemory(size_t total) {
   }
 
   Profile profile({});
-  profile.SetFormat(f);
+  const SampleLayout layout(f);
+  profile.SetFormat(layout);
   RecordSorter sorter;
   auto process = [&](Bytes r) { profile.Process(r); };
   const auto t0 = std::chrono::steady_clock::now();
   size_t next_round = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     Bytes rec(stream.data() + records[i].first, records[i].second);
-    sorter.Push(RecordTime(rec, f), rec);
+    sorter.Push(RecordTime(rec, layout), rec);
     if (next_round < round_ends.size() && i + 1 == round_ends[next_round]) {
       sorter.FinishRound(process);
       ++next_round;
@@ -313,6 +314,7 @@ int Replay(const std::string& file, int repeat, bool copy, bool g, bool children
   }
   const perf_event_attr& a = r->attrs()[0].attr;
   const SampleFormat f{a.sample_type, a.read_format, a.sample_id_all != 0};
+  const SampleLayout layout(f);
   // Touch the file once so the timed passes do not measure page faults.
   uint64_t sum = 0;
   for (uint8_t b : r->data()) sum += b;
@@ -324,7 +326,7 @@ int Replay(const std::string& file, int repeat, bool copy, bool g, bool children
     options.callchains = g;
     options.controls.children = children;
     Profile profile(std::move(options));
-    profile.SetFormat(f);
+    profile.SetFormat(layout);
     RecordSorter sorter;
     auto process = [&](Bytes rec) { profile.Process(rec); };
     records = 0;
@@ -339,9 +341,9 @@ int Replay(const std::string& file, int repeat, bool copy, bool g, bool children
         return;
       }
       if (copy)
-        sorter.Push(RecordTime(rec, f), rec);
+        sorter.Push(RecordTime(rec, layout), rec);
       else
-        sorter.PushView(RecordTime(rec, f), rec);
+        sorter.PushView(RecordTime(rec, layout), rec);
     });
     sorter.Flush(process);
     const double secs = Seconds(t0);

@@ -1228,7 +1228,7 @@ std::vector<std::pair<std::vector<uint8_t>, SampleFormat>> ValidRecords() {
     out.emplace_back(EncodeTask(TaskRecord{false, 43, 42, 43, 42, 999, sid}, f), f);
     out.emplace_back(EncodeLost(LostRecord{false, 7, 12, sid}, f), f);
     out.emplace_back(EncodeLost(LostRecord{true, 0, 5, sid}, f), f);
-    if (!(f.sample_type & PERF_SAMPLE_READ)) {  // the encoder does not write READ
+    {
       SampleRecord s;
       s.misc = PERF_RECORD_MISC_USER;
       s.ip = 0x401000;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <random>
 #include <utility>
@@ -130,6 +131,96 @@ TEST(StackCounts, SortedIsTheOrderOfAMapByTaskAndFrames) {
   std::vector<uint32_t> want;
   for (const auto& [key, id] : by_key) want.push_back(id);
   EXPECT_EQ(counts.Sorted(), want);
+}
+
+
+// The memo against a std::map of the same keys: every key finds its own
+// entry and what was Set() on it, never another key's, across growth of
+// the table and with keys that share prefixes, differ by a trailing zero
+// word, or are empty; an entry is valid only in the epoch it was last
+// looked up in.
+void EachKeyFindsOnlyItsOwnIds(ChainMemo::HashFn hash) {
+  ChainMemo memo(hash);
+  std::mt19937_64 rng(7);
+  std::vector<std::vector<uint64_t>> keys;
+  for (int i = 0; i < (hash == nullptr ? 3000 : 300); ++i) {
+    std::vector<uint64_t> k(rng() % 20);
+    for (auto& w : k) w = rng() % 4;  // few values: many shared prefixes
+    keys.push_back(k);
+  }
+  keys.push_back({});
+  keys.push_back({0});
+  keys.push_back({0, 0});
+  keys.push_back({1, 2, 3});
+  keys.push_back({1, 2, 3, 0});
+  std::map<std::vector<uint64_t>, uint32_t> want;  // key -> stack id set on it
+  auto lookup = [&](const std::vector<uint64_t>& k, uint64_t epoch, bool* valid) {
+    // The first word (if any) as the head, the rest as the tail's bytes.
+    const size_t head = std::min<size_t>(k.size(), 1);
+    std::vector<uint8_t> tail((k.size() - head) * 8);
+    if (!tail.empty()) std::memcpy(tail.data(), k.data() + head, tail.size());
+    return memo.Lookup(std::span<const uint64_t>(k.data(), head), tail, epoch, valid);
+  };
+  for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
+    for (const auto& k : keys) {
+      bool valid = true;
+      const ChainMemo::Entry e = lookup(k, epoch, &valid);
+      ASSERT_NE(e, ChainMemo::kFull);
+      auto it = want.find(k);
+      if (it != want.end() && epoch == 1) {
+        // Seen before in this epoch: valid, with its own ids.
+        EXPECT_TRUE(valid);
+        EXPECT_EQ(memo.Get(e).stack, it->second);
+        continue;
+      }
+      if (it != want.end()) {
+        // First time in a later epoch: found, but stale until refilled.
+        if (!valid) {
+          EXPECT_EQ(memo.Get(e).stack, it->second) << "kept until refilled";
+          ChainMemo::Ids ids = memo.Get(e);
+          ids.stack = it->second = static_cast<uint32_t>(rng());
+          memo.Set(e, ids);
+        } else {
+          EXPECT_EQ(memo.Get(e).stack, it->second);
+        }
+        continue;
+      }
+      EXPECT_FALSE(valid) << "a new key";
+      ChainMemo::Ids ids;
+      ids.stack = static_cast<uint32_t>(rng());
+      ids.leaf_object = kA;
+      ids.leaf_offset = k.size();
+      memo.Set(e, ids);
+      want[k] = ids.stack;
+    }
+  }
+  EXPECT_EQ(memo.size(), want.size());
+  for (const auto& [k, stack] : want) {
+    bool valid = false;
+    const ChainMemo::Entry e = lookup(k, 3, &valid);
+    EXPECT_TRUE(valid);
+    EXPECT_EQ(memo.Get(e).stack, stack);
+    EXPECT_EQ(memo.Get(e).leaf_object, kA);
+    EXPECT_EQ(memo.Get(e).leaf_offset, k.size());
+  }
+  // The same words split otherwise are another key.
+  const uint64_t head[] = {1, 2};
+  const uint64_t three = 3;
+  std::vector<uint8_t> tail(8);
+  std::memcpy(tail.data(), &three, 8);
+  bool valid = true;
+  memo.Lookup(head, tail, 3, &valid);
+  EXPECT_FALSE(valid);
+  EXPECT_EQ(memo.size(), want.size() + 1);
+}
+
+TEST(ChainMemo, EachKeyFindsOnlyItsOwnIdsAndEpochsExpire) { EachKeyFindsOnlyItsOwnIds(nullptr); }
+
+// Every key in one bucket with one tag: only the words tell them apart.
+TEST(ChainMemo, KeysWithOneHashAreToldApartByTheirWords) {
+  EachKeyFindsOnlyItsOwnIds([](std::span<const uint64_t>, std::span<const uint8_t>) {
+    return uint64_t{42};
+  });
 }
 
 }  // namespace
