@@ -88,24 +88,29 @@ void AddressSpace::Erase(uint64_t start, uint64_t end) {
 void AddressSpace::BuildIndex() const {
   index_.clear();
   index_.reserve(by_start_.size());
-  for (const auto& [start, m] : by_start_) index_.push_back({m.start, m.end, &m});
+  for (const auto& [start, m] : by_start_)
+    index_.push_back({m.start, m.end, m.pgoff, m.object.get(), &m});
   index_valid_ = true;
 }
 
 const Mapping* AddressSpace::Find(uint64_t addr) const {
-  if (!index_valid_) BuildIndex();
-  if (index_.empty()) return nullptr;
+  const Range* r = FindRange(Ranges(), addr);
+  return r != nullptr ? r->mapping : nullptr;
+}
+
+const AddressSpace::Range* AddressSpace::FindRange(std::span<const Range> ranges, uint64_t addr) {
+  if (ranges.empty()) return nullptr;
   // The last range starting at or before addr (mappings do not overlap), by
   // a binary search whose steps depend only on the size: a conditional move
   // each, no branch to mispredict when samples hit mappings at random.
-  const Range* base = index_.data();
-  size_t len = index_.size();
+  const Range* base = ranges.data();
+  size_t len = ranges.size();
   while (len > 1) {
     const size_t half = len / 2;
     base = base[half].start <= addr ? base + half : base;
     len -= half;
   }
-  return base->start <= addr && addr < base->end ? base->mapping : nullptr;
+  return base->start <= addr && addr < base->end ? base : nullptr;
 }
 
 std::vector<Mapping> AddressSpace::Mappings() const {

@@ -13,6 +13,7 @@
 #include <map>
 #include <tuple>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -155,14 +156,25 @@ class AddressSpace {
   size_t size() const { return by_start_.size(); }
   std::vector<Mapping> Mappings() const;
 
- private:
   // Find() runs once per sample and Insert() once per mapping: lookups use
   // a sorted array of the mappings' ranges (one binary search over
-  // contiguous memory), rebuilt on the first Find() after a change.
+  // contiguous memory), rebuilt on the first lookup after a change.  Each
+  // range carries what a sample needs of its mapping, so that resolving an
+  // address reads nothing else.
   struct Range {
-    uint64_t start, end;
+    uint64_t start, end, pgoff;
+    const MappedObject* object;
     const Mapping* mapping;
   };
+  // The index, valid until the next Insert or Erase.
+  std::span<const Range> Ranges() const {
+    if (!index_valid_) BuildIndex();
+    return index_;
+  }
+  // The range of `ranges` (an index from Ranges()) holding `addr`, or null.
+  static const Range* FindRange(std::span<const Range> ranges, uint64_t addr);
+
+ private:
   void BuildIndex() const;
 
   std::map<uint64_t, Mapping> by_start_;

@@ -377,6 +377,16 @@ void Profile::OnMmap(const MmapRecord& m) {
   processes_.OnMmap(m.pid, std::move(mapping));
 }
 
+std::span<const AddressSpace::Range> Profile::UserRanges(uint32_t pid) const {
+  SpaceCacheEntry& e = space_cache_[pid % kSpaceCache];
+  if (e.epoch != epoch_ || e.pid != pid) {
+    const AddressSpace* space = processes_.Space(pid);
+    e = SpaceCacheEntry{epoch_, pid,
+                        space != nullptr ? space->Ranges() : std::span<const AddressSpace::Range>()};
+  }
+  return e.ranges;
+}
+
 Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
   switch (space) {
     case Space::kKernel:
@@ -389,10 +399,10 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
       // the kernel, with no symbol.
       return {kernel_object_.get(), ip, ip};
     case Space::kUser:
-      if (const Mapping* m = processes_.FindUser(pid, ip)) {
+      if (const AddressSpace::Range* r = AddressSpace::FindRange(UserRanges(pid), ip)) {
         // A perf map names JIT code by address, not by file offset.
-        const uint64_t offset = m->object->jit_pid >= 0 ? ip : m->FileOffset(ip);
-        return {m->object.get(), offset, ip, m->start, m->end, m->pgoff};
+        const uint64_t offset = r->object->jit_pid >= 0 ? ip : ip - r->start + r->pgoff;
+        return {r->object, offset, ip, r->start, r->end, r->pgoff};
       }
       return {nullptr, ip, ip};
     // Not the host's addresses: the host's kernel and the sampled task's

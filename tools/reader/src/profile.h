@@ -160,6 +160,9 @@ class Profile {
   void CountBpfSample(uint64_t ip);
   void OnSample(const SampleRecord& s);
   Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
+  // The index of `pid`'s mappings (empty for a process never seen), from a
+  // direct-mapped cache by pid that holds it for the current epoch.
+  std::span<const AddressSpace::Range> UserRanges(uint32_t pid) const;
   // Fills model.frame_mappings, frame_locations and frame_stacks.
   void BuildFrames(Symbolizer& symbolizer, ReportModel& model) const;
   // A task id: the event, the comm, and the pid and tid when --sort has
@@ -209,6 +212,16 @@ class Profile {
   static constexpr size_t kCommCache = 1024;
   std::array<CommCacheEntry, kCommCache> comm_cache_{};
   uint32_t comm_generation_ = 1;
+  // pid -> its mappings' index, valid in one epoch (no record other than a
+  // sample since): a sample's address is looked up in one array, without
+  // the process table's hash map and nodes.
+  struct SpaceCacheEntry {
+    uint64_t epoch = UINT64_MAX;  // never the current one: empty
+    uint32_t pid = 0;
+    std::span<const AddressSpace::Range> ranges;
+  };
+  static constexpr size_t kSpaceCache = 256;
+  mutable std::array<SpaceCacheEntry, kSpaceCache> space_cache_{};
   // Per event: samples and the sum of their periods.
   std::vector<uint64_t> event_samples_, event_period_;
   LocationCounts flat_;

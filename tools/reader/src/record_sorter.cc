@@ -11,11 +11,8 @@ RecordSorter::Entry RecordSorter::MakeEntry(std::optional<uint64_t> time, size_t
   if (time) last_time_ = t;
   if (released_any_ && t < released_max_) ++late_;
   if (t > round_max_) round_max_ = t;
-  // Extend the sorted prefix while pushes arrive in order (the common case
-  // for a single buffer), so Sort() has less to do.
-  const bool in_order =
-      sorted_prefix_ == entries_.size() && (entries_.empty() || entries_.back().time <= t);
-  if (in_order) sorted_prefix_ = entries_.size() + 1;
+  // A time lower than the last one pushed starts a new run.
+  if (entries_.empty() || entries_.back().time > t) runs_.push_back(entries_.size());
   return Entry{t, seq_++, where, static_cast<uint32_t>(size), view};
 }
 
@@ -32,16 +29,29 @@ void RecordSorter::PushView(std::optional<uint64_t> time, std::span<const uint8_
 }
 
 void RecordSorter::Sort() {
-  if (sorted_prefix_ == entries_.size()) return;
+  if (runs_.size() <= 1) return;
   auto less = [](const Entry& a, const Entry& b) {
     return a.time != b.time ? a.time < b.time : a.seq < b.seq;
   };
-  // What was left from earlier rounds is already in order: sort only what
-  // arrived since, then merge the two runs.
-  auto mid = entries_.begin() + static_cast<std::ptrdiff_t>(sorted_prefix_);
-  std::sort(mid, entries_.end(), less);
-  std::inplace_merge(entries_.begin(), mid, entries_.end(), less);
-  sorted_prefix_ = entries_.size();
+  // Bottom-up: merge runs two by two into merged_, until one is left.
+  merged_.resize(entries_.size());
+  while (runs_.size() > 1) {
+    merged_runs_.clear();
+    const size_t n = runs_.size();
+    for (size_t i = 0; i < n; i += 2) {
+      const size_t begin = runs_[i];
+      const size_t mid = i + 1 < n ? runs_[i + 1] : entries_.size();
+      const size_t end = i + 2 < n ? runs_[i + 2] : entries_.size();
+      std::merge(entries_.begin() + static_cast<std::ptrdiff_t>(begin),
+                 entries_.begin() + static_cast<std::ptrdiff_t>(mid),
+                 entries_.begin() + static_cast<std::ptrdiff_t>(mid),
+                 entries_.begin() + static_cast<std::ptrdiff_t>(end),
+                 merged_.begin() + static_cast<std::ptrdiff_t>(begin), less);
+      merged_runs_.push_back(begin);
+    }
+    entries_.swap(merged_);
+    runs_.swap(merged_runs_);
+  }
 }
 
 void RecordSorter::Compact(size_t released) {
@@ -49,7 +59,7 @@ void RecordSorter::Compact(size_t released) {
   if (released == entries_.size()) {
     entries_.clear();
     storage_.clear();
-    sorted_prefix_ = 0;
+    runs_.clear();
     return;
   }
   // Copy the survivors into the spare buffer (its capacity survives from
@@ -66,7 +76,7 @@ void RecordSorter::Compact(size_t released) {
   }
   storage_.swap(spare_);
   entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(released));
-  sorted_prefix_ = entries_.size();  // Release() only runs after Sort()
+  runs_.assign(1, 0);  // Release() only runs after Sort(): one run is left
 }
 
 }  // namespace mmap3

@@ -12,6 +12,11 @@
 // the call.  Records without a timestamp are given
 // the time of the latest record pushed before them (so they keep their place
 // relative to their own buffer).  Ties keep push order.
+//
+// Cost: each buffer's records arrive in order, so pushes form runs (a new
+// one starts wherever a time goes down); a release merges the runs pairwise,
+// O(n log runs), which is linear for the few runs a round has, instead of
+// sorting its records.
 #ifndef MMAP3_READER_RECORD_SORTER_H_
 #define MMAP3_READER_RECORD_SORTER_H_
 
@@ -67,9 +72,12 @@ class RecordSorter {
   void Compact(size_t released);
 
   std::vector<Entry> entries_;
+  std::vector<Entry> merged_;      // Sort()'s output, kept for its capacity
   std::vector<uint64_t> storage_;  // u64 keeps records 8-byte aligned
   std::vector<uint64_t> spare_;    // reused by Compact(), keeps its capacity
-  size_t sorted_prefix_ = 0;       // entries_[0, sorted_prefix_) are in order
+  // Where each run of entries_ in order begins (the first is 0); one run
+  // (or none) is sorted.
+  std::vector<size_t> runs_, merged_runs_;
   uint64_t seq_ = 0;
   uint64_t last_time_ = 0;
   uint64_t round_max_ = 0;
