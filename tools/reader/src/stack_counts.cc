@@ -112,7 +112,7 @@ uint64_t ChainMemo::Hash(std::span<const uint64_t> head, std::span<const uint8_t
 
 ChainMemo::Entry ChainMemo::Lookup(std::span<const uint64_t> head, std::span<const uint8_t> tail,
                                    uint64_t epoch, bool* valid) {
-  const uint64_t h = hash_(head, tail);
+  const uint64_t h = hash_ != nullptr ? hash_(head, tail) : HashWords(head, tail);
   const size_t size = head.size() + tail.size() / 8;
   // The head's length is part of the key: the same words split otherwise
   // are another key.
