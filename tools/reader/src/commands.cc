@@ -32,6 +32,9 @@ constexpr const char* kKernelName = "[kernel.kallsyms]";
 
 class RecordSink : public CaptureSink {
  public:
+  // With a writer, samples are written and nothing else: what the profile
+  // gives a capture to a file (its build-ID table) comes from the other
+  // records, and attributing samples there only costs the drain thread.
   RecordSink(Profile& profile, PerfDataWriter* writer, SampleFormat format,
              const std::function<void(const CaptureStats&)>& on_status,
              const std::function<void(const Status&)>& on_output_error)
@@ -40,6 +43,11 @@ class RecordSink : public CaptureSink {
 
   void OnRecord(Bytes record) override {
     Write(record);
+    if (writer_ != nullptr && record.size() >= sizeof(perf_event_header)) {
+      perf_event_header h;
+      std::memcpy(&h, record.data(), sizeof(h));
+      if (h.type == PERF_RECORD_SAMPLE) return;
+    }
     sorter_.Push(RecordTime(record, layout_), record);
   }
   void OnRoundEnd() override {
@@ -371,6 +379,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
   result.stats = c.stats();
   result.command_status = c.command_status();
   result.command_ended_capture = c.command_ended_capture();
+  result.samples_attributed = profile.samples();
   DescribePerfMaps(c.perf_maps(), &result.perf_maps, &result.perf_maps_refused);
   result.bpf_programs_read = c.bpf_programs().programs().size();
   result.bpf_programs_not_read = c.bpf_programs().not_read().size();

@@ -43,6 +43,9 @@ struct RecordResult {
   // BPF programs described while loaded, and those that could not be.
   size_t bpf_programs_read = 0, bpf_programs_not_read = 0;
   ReportModel report;  // filled when no output file was requested
+  // Samples the capture attributed while it ran: all of them for a direct
+  // report, none with an output file (they are only written).
+  uint64_t samples_attributed = 0;
 };
 
 Result<RecordResult> RunRecord(const RecordOptions& options);

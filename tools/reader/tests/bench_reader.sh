@@ -41,28 +41,37 @@
 #
 #   bench_reader.sh loss DIR   only step 3, into DIR; prints "samples
 #                              samples/s/CPU lost-records lost-samples
-#                              lost-per-event mode" (what the guest runs)
+#                              lost-per-event mode cpu-s-per-M-records
+#                              records" (what the guest runs)
 set -euo pipefail
 READER_BIN=${READER_BIN:?READER_BIN must point at mmap3-reader}
 
 # loss DIR: step 3; one line of numbers on stdout.
 loss() {
-	local dir=$1 cpus spinners=() rc=0 i
+	local dir=$1 cpus spinners=() rc=0 i records
 	cpus=$(nproc)
 	mkdir -p "$dir"
 	echo "loss: $cpus CPUs" >&2  # the caller reads this from a guest's stderr
 	for ((i = 0; i < cpus; i++)); do
 		bash -c 'while :; do :; done' & spinners+=($!)
 	done
-	"$READER_BIN" record -q -a -F 10000 -d 5 --no-buildid-cache -o "$dir/loss.data" || rc=$?
+	# The reader's own CPU time (user + system), from the shell's times.
+	local TIMEFORMAT='%U %S' t
+	t=$( { time "$READER_BIN" record -a -F 10000 -d 5 --no-buildid-cache -o "$dir/loss.data" \
+		2>"$dir/loss.err"; } 2>&1) || rc=$?
 	kill "${spinners[@]}"
 	wait "${spinners[@]}" 2>/dev/null || true
-	[ $rc -eq 0 ] || { echo "bench-reader: record -a failed ($rc)" >&2; return 1; }
+	[ $rc -eq 0 ] || { cat "$dir/loss.err" >&2; echo "bench-reader: record -a failed ($rc)" >&2; return 1; }
+	# "[ wrote FILE (N records, M bytes) ]"
+	records=$(sed -n 's/^\[ wrote .* (\([0-9]*\) records, .*/\1/p' "$dir/loss.err")
 	"$READER_BIN" report -i "$dir/loss.data" --format json | python3 -c '
 import json, sys
 c = json.load(sys.stdin)["capture"]
+user, system = map(float, sys.argv[2].split())
+records = int(sys.argv[3])
 print(c["samples"], round(c["samples"] / 5 / int(sys.argv[1])), c["lost_records"], c["lost_samples"],
-      c["event_lost"], c["mode"])' "$cpus"
+      c["event_lost"], c["mode"], "%.3f" % ((user + system) / (records / 1e6)), records)' \
+		"$cpus" "$(tail -n1 <<<"$t")" "${records:?no record count in $dir/loss.err}"
 }
 if [ "${1:-}" = loss ]; then
 	loss "${2:?loss DIR}"
@@ -162,7 +171,7 @@ theirs=$(perf report -i "$data" --stdio --no-children --sort comm -F overhead,sa
 
 echo "loss: record -a -F 10000 for 5 s, $cpus CPUs busy ..." >&2
 host_loss=$(loss "$B")
-read -r lsamples lrate lrec lsam levent mode <<<"$host_loss"
+read -r lsamples lrate lrec lsam levent mode lcpu lrecords <<<"$host_loss"
 if [ -n "${BZIMAGE:-}" ]; then
 	echo "loss in the patched guest (MMAP3) ..." >&2
 	gdir=$B/guest-loss
@@ -171,7 +180,7 @@ if [ -n "${BZIMAGE:-}" ]; then
 		"$0" loss /tmp/bench-loss >"$gdir/out" 2>"$gdir/err" ||
 		{ cat "$gdir/err" "$gdir/out" >&2; echo "bench-reader: the guest loss run failed" >&2; exit 1; }
 	# The guest's stderr and stdout arrive together.
-	read -r gsamples grate grec gsam gevent gmode < <(grep -v '^loss: ' "$gdir/out" | tail -n1)
+	read -r gsamples grate grec gsam gevent gmode gcpu grecords < <(grep -v '^loss: ' "$gdir/out" | tail -n1)
 	gcpus=$(awk '/^loss: [0-9]+ CPUs$/ {print $2}' "$gdir/out" "$gdir/err")
 fi
 
@@ -211,9 +220,10 @@ $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $cpus CPUs ($cpu_model), load ave
 | the same with \`perf report --stdio --sort comm,dso,sym\` (perf $(perf version 2>/dev/null | awk '{print $3}')) | $pw s wall, $pc s CPU | |
 | report speed-up over perf (best of $ROUNDS each, alternating) | **$(ratio "$pw" "$rw")x** wall, $(ratio "$pc" "$rc")x CPU | >= 10x |
 | \`record -a -F 10000\`, 5 s, $cpus CPUs busy, this host ($mode): samples (per CPU per s), lost records, lost samples, lost (per event) | $lsamples ($lrate), **$lrec, $lsam, $levent** | zero lost |
+| the reader's own CPU time (user + system) in that capture to a file, per million records ($lrecords records) | $lcpu s | |
 EOT
 if [ -n "${BZIMAGE:-}" ]; then
-	echo "| the same in the patched 6.1.192 guest, $gcpus vCPUs under TCG ($gmode) | $gsamples ($grate), **$grec, $gsam, $gevent** | zero lost |"
+	echo "| the same in the patched 6.1.192 guest, $gcpus vCPUs under TCG ($gmode) | $gsamples ($grate), **$grec, $gsam, $gevent**; reader CPU $gcpu s per million records | zero lost |"
 fi
 cat <<EOT
 | \`record -a -F 1000 -m 1\` with 1,000 extra processes at startup, $cpus CPUs busy, 5 runs: processes, seconds reading their mappings, records drained meanwhile, lost records | $startup_cell | zero lost |

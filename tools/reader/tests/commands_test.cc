@@ -508,6 +508,7 @@ TEST(RunRecordTest, RecordsACommandAndReportsIt) {
   EXPECT_GT(r->stats.samples, 0u);
   EXPECT_EQ(r->stats.bad_size, 0u);
   EXPECT_EQ(r->report.samples, r->stats.samples);
+  EXPECT_EQ(r->samples_attributed, r->stats.samples);
   EXPECT_TRUE(WIFEXITED(r->command_status) && WEXITSTATUS(r->command_status) == 0);
   EXPECT_NE(RowFor(r->report, "sh"), nullptr);
   // The shell's own mapping carries a build-id, whichever way it was found.
@@ -516,6 +517,29 @@ TEST(RunRecordTest, RecordsACommandAndReportsIt) {
                                   return m.path.find("sh") != std::string::npos && !m.build_id.empty();
                                 });
   EXPECT_TRUE(sh_with_id);
+}
+
+// With an output file the drain thread only writes samples: none is
+// attributed, and the file has every one, reported from it as before.
+TEST(RunRecordTest, ToAFileSamplesAreWrittenNotAttributed) {
+  if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
+  TempDir dir;
+  RecordOptions o;
+  o.capture.target = CaptureOptions::Target::kCommand;
+  o.capture.command = {"/bin/sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"};
+  o.capture.frequency = 2000;
+  o.capture.data_pages = 16;
+  o.output = dir.path() + "/perf.data";
+  auto r = RunRecord(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_GT(r->stats.samples, 0u);
+  EXPECT_EQ(r->samples_attributed, 0u);
+  ReportOptions ro;
+  ro.input = o.output;
+  auto report = RunReport(ro);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->samples, r->stats.samples);
+  EXPECT_NE(RowFor(*report, "sh"), nullptr);
 }
 
 TEST(RunRecordTest, AFullBuildIdCacheIsReportedAndTheCaptureGoesOn) {
