@@ -8,8 +8,9 @@
 #   BENCH_ROUNDS   report timings, each tool, alternating (default 3)
 #   BENCH_ONLY     "chains": only step 5 (make bench-reader-chains)
 #   BENCH_BASE_READER  another build's mmap3-reader (its directory has its
-#                  mmap3_reader_bench), e.g. main's: step 5 runs it too,
-#                  side by side, and compares the folded output
+#                  mmap3_reader_bench), e.g. main's: steps 1 (replay) and 5
+#                  run it too, side by side, and 5 compares the folded output
+#   BENCH_G_RECORDS  records of step 6's capture (default 5,000,000, ~1 GB)
 #
 # 1. Replay: a perf.data file of BENCH_RECORDS records (mmap3_reader_bench
 #    synth: 64 processes mapping libc, libstdc++, ld.so and the bench
@@ -38,6 +39,9 @@
 #    as report -g aggregates it: decoding, ordering, attribution of every
 #    frame, stacks counted, in one thread: samples/s per core, best of 3;
 #    then `report -g --format folded` of it, wall and CPU time.
+#
+# 6. `report -g` against `perf report -g --stdio` on one capture of about
+#    1 GB with chains: time, totals, peak resident memory of each.
 #
 #   bench_reader.sh loss DIR   only step 3, into DIR; prints "samples
 #                              samples/s/CPU lost-records lost-samples
@@ -132,6 +136,37 @@ chains() {
 	echo "| call stacks of $N records with \`-g\` chains, depth 16, 10,000 chains ($stacks folded stacks): decode, ordering, attribution of every frame, stacks counted, one core | **$rate M samples/s** ($cpu_rate M per CPU-second)${base_rate:+; before: $base_rate M samples/s ($base_cpu M per CPU-second)} | >= 15 M samples/s |"
 	echo "| \`mmap3-reader report -g --format folded\` of that file | $w s wall, $c s CPU${bw:+ (before: $bw s wall, $bc s CPU; $same)} | |"
 }
+# Step 6; prints its table rows: `report -g` against `perf report -g
+# --stdio` on one capture of about 1 GB (BENCH_G_RECORDS chain samples,
+# default 5,000,000: perf takes minutes on it), one run each: time, the
+# same total, and each tool's peak resident memory.  The reader maps the
+# file, so its peak counts the file's pages it has touched.
+against_perf_g() {
+	local n=${BENCH_G_RECORDS:-5000000} data ours theirs ow oc om pw pc pm size
+	data=$B/chains-$n.data
+	if [ ! -s "$data" ] || [ "$BENCH" -nt "$data" ]; then
+		"$BENCH" synth-g "$data" "$n" 16 10000 >&2
+	fi
+	size=$(du -m --apparent-size "$data" | cut -f1)
+	# "wall cpu peak-MB" of one run
+	measure() {
+		/usr/bin/time -f '%e %U %S %M' -o "$B/time.out" "$@" >/dev/null 2>&1 ||
+			{ echo "bench-reader: $* failed" >&2; return 1; }
+		awk '{printf "%.2f %.2f %d\n", $1, $2 + $3, $4 / 1024}' "$B/time.out"
+	}
+	echo "report -g of $data ($size MB), this reader ..." >&2
+	read -r ow oc om < <(measure "$READER_BIN" report -g -i "$data" --buildid-dir "$B/no-cache")
+	echo "perf report -g --stdio of it (minutes) ..." >&2
+	read -r pw pc pm < <(measure perf report -g --stdio -i "$data")
+	ours=$("$READER_BIN" report -i "$data" --buildid-dir "$B/no-cache" --format json |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["capture"]["samples"])')
+	theirs=$(perf report -i "$data" --stdio --no-children -g none --sort comm -F overhead,sample,comm 2>/dev/null |
+		awk '/^ *[0-9.]+%/ {s += $2} END {print s}')
+	echo "| \`mmap3-reader report -g\` of a $size MB capture ($n records, chains of depth 16; $ours samples, perf counts $theirs) | $ow s wall, $oc s CPU, peak resident $om MB | |"
+	echo "| \`perf report -g --stdio\` of that file | $pw s wall, $pc s CPU, peak resident $pm MB | |"
+	echo "| \`report -g\` speed-up over perf | **$(awk -v a="$pw" -v b="$ow" 'BEGIN {printf "%.0f", a / b}')x** wall, $(awk -v a="$pc" -v b="$oc" 'BEGIN {printf "%.0f", a / b}')x CPU | >= 20x |"
+}
+
 if [ "${BENCH_ONLY:-}" = chains ]; then
 	rows=$(chains)
 	cat <<EOT
@@ -151,6 +186,12 @@ fi
 
 echo "replay (decode, ordering, attribution; one thread) ..." >&2
 replay=$("$BENCH" replay "$data" 3 | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
+base_replay=
+if [ -n "${BENCH_BASE_READER:-}" ]; then
+	echo "the same with $BENCH_BASE_READER's build ..." >&2
+	base_replay=$("$(dirname "$BENCH_BASE_READER")/mmap3_reader_bench" replay "$data" 3 |
+		tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
+fi
 replay_copy=$("$BENCH" replay "$data" 3 copy | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
 
 rw=() rc=() pw=() pc=()
@@ -202,6 +243,7 @@ wait "${sleepers[@]}" 2>/dev/null || true
 sleepers=()
 # "processes seconds drained lost" per run -> the table cell
 chain_rows=$(chains)
+perf_g_rows=$(against_perf_g)
 
 startup_cell=$(printf '%s\n' "${startup[@]}" | awk '
 	{ p = $1; s = s sep $2; d = d sep $3; l = l sep $4; sep = ", " }
@@ -214,7 +256,7 @@ $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $cpus CPUs ($cpu_model), load ave
 
 | measurement | result | target |
 |---|---|---|
-| replay of $N records (decode, ordering, attribution), one core | **$replay M records/s** | >= 20 M records/s |
+| replay of $N records (decode, ordering, attribution), one core | **$replay M records/s**${base_replay:+ (before: $base_replay M records/s)} | >= 50 M records/s |
 | the same, each record copied into the sorter as a live capture does | $replay_copy M records/s | |
 | symbolized report of those samples ($ours; perf counts $theirs): \`mmap3-reader report\` | $rw s wall, $rc s CPU | |
 | the same with \`perf report --stdio --sort comm,dso,sym\` (perf $(perf version 2>/dev/null | awk '{print $3}')) | $pw s wall, $pc s CPU | |
@@ -228,4 +270,5 @@ fi
 cat <<EOT
 | \`record -a -F 1000 -m 1\` with 1,000 extra processes at startup, $cpus CPUs busy, 5 runs: processes, seconds reading their mappings, records drained meanwhile, lost records | $startup_cell | zero lost |
 $chain_rows
+$perf_g_rows
 EOT
