@@ -65,6 +65,8 @@ class RecordSink : public CaptureSink {
   }
   const Status& status() const { return status_; }
   uint64_t late_records() const { return sorter_.late(); }
+  // Records written to the output (the capture's and the rounds' ends).
+  uint64_t written() const { return written_; }
 
  private:
   // The first failure to write the output (a full filesystem) is said when
@@ -73,6 +75,7 @@ class RecordSink : public CaptureSink {
   void Write(Bytes record) {
     if (writer_ == nullptr || !status_.ok()) return;
     status_ = writer_->Write(record);
+    if (status_.ok()) ++written_;
     if (!status_.ok() && on_output_error_) on_output_error_(status_);
   }
 
@@ -83,6 +86,7 @@ class RecordSink : public CaptureSink {
   const std::function<void(const Status&)>& on_output_error_;
   RecordSorter sorter_;
   Status status_;
+  uint64_t written_ = 0;
 };
 
 // What a report says of the JIT maps a capture holds.
@@ -398,6 +402,7 @@ Result<RecordResult> RunRecord(const RecordOptions& options) {
       table.push_back(std::move(e));
     }
     result.bytes_written = writer->data_size();
+    result.records_written = sink.written();
     // Names in perf maps are printable UTF-8 (PrintableUtf8); paths are
     // bytes: replaced rather than thrown on.
     const std::string meta =

@@ -35,6 +35,7 @@ struct RecordResult {
   CaptureStats stats;
   BuildIdCache::Stats cache;
   uint64_t bytes_written = 0;
+  uint64_t records_written = 0;  // stats.records are those drained from the rings
   int command_status = -1;
   bool command_ended_capture = false;  // see Capture::command_ended_capture()
   // The JIT maps taken (perf_map.h), and the files refused.

@@ -458,8 +458,8 @@ int Main(int argc, char** argv) {
                  r.stats.lost_records);
       if (!ro.cache_dir.empty()) fmt::print(stderr, "{}", CacheSummary(ro.cache_dir, r.cache));
       if (!output.empty())
-        fmt::print(stderr, "[ wrote {} ({} records, {} bytes) ]\n", output, r.stats.records,
-                   r.bytes_written);
+        fmt::print(stderr, "[ wrote {}: {} records ({} drained from the ring buffers), {} bytes ]\n",
+                   output, r.records_written, r.stats.records, r.bytes_written);
       if (r.command_status != -1) fmt::print(stderr, "[ {} ]\n", DescribeExit(r.command_status));
       if (!r.perf_maps.empty() || !r.perf_maps_refused.empty())
         fmt::print(stderr, "[ JIT perf maps (/tmp/perf-PID.map): {} taken, {} refused ]\n",

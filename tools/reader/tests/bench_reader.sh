@@ -66,8 +66,8 @@ loss() {
 	kill "${spinners[@]}"
 	wait "${spinners[@]}" 2>/dev/null || true
 	[ $rc -eq 0 ] || { cat "$dir/loss.err" >&2; echo "bench-reader: record -a failed ($rc)" >&2; return 1; }
-	# "[ wrote FILE (N records, M bytes) ]"
-	records=$(sed -n 's/^\[ wrote .* (\([0-9]*\) records, .*/\1/p' "$dir/loss.err")
+	# "[ wrote FILE: N records (M drained from the ring buffers), B bytes ]"
+	records=$(sed -n 's/^\[ wrote .* records (\([0-9]*\) drained from the ring buffers).*/\1/p' "$dir/loss.err")
 	"$READER_BIN" report -i "$dir/loss.data" --format json | python3 -c '
 import json, sys
 c = json.load(sys.stdin)["capture"]

@@ -534,6 +534,13 @@ TEST(RunRecordTest, ToAFileSamplesAreWrittenNotAttributed) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_GT(r->stats.samples, 0u);
   EXPECT_EQ(r->samples_attributed, 0u);
+  // Every record in the file is counted, the synthesized ones too.
+  auto file = PerfDataReader::Open(o.output);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  uint64_t in_file = 0;
+  file->ForEachRecord([&](Bytes) { ++in_file; });
+  EXPECT_EQ(r->records_written, in_file);
+  EXPECT_GT(r->records_written, r->stats.records);
   ReportOptions ro;
   ro.input = o.output;
   auto report = RunReport(ro);
