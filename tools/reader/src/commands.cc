@@ -556,9 +556,24 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     by_path.clear();
     module_by_path.clear();
   }
+  // A file is read front to back, up to three times (two scans below and
+  // the replay): the pages behind the reader are given back as it goes,
+  // every 64 MiB, so a capture larger than memory does not stay resident.
+  constexpr size_t kDropEvery = size_t{64} << 20;
+  auto scan = [&r, kDropEvery](auto&& fn) {
+    const uint8_t* dropped = r.data().data();
+    r.ForEachRecord([&](Bytes rec) {
+      if (static_cast<size_t>(rec.data() - dropped) >= kDropEvery) {
+        r.DropPagesBefore(rec.data());
+        dropped = rec.data();
+      }
+      fn(rec);
+    });
+    r.DropPagesBefore(r.data().data() + r.data().size());
+  };
   if (!by_path.empty()) {
     PathFiles files;
-    r.ForEachRecord([&](Bytes rec) {
+    scan([&](Bytes rec) {
       perf_event_header h;
       if (!ReadHeader(rec, &h) || (h.type != PERF_RECORD_MMAP && h.type != PERF_RECORD_MMAP2))
         return;
@@ -605,7 +620,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     // perf record writes its thread map first: system-wide it is one
     // entry, pid -1.
     bool ksymbols = false, thread_map = false, per_task = false;
-    r.ForEachRecord([&](Bytes rec) {
+    scan([&](Bytes rec) {
       perf_event_header h;
       if (!ReadHeader(rec, &h)) return;
       if (h.type == PERF_RECORD_KSYMBOL) ksymbols = true;
@@ -646,11 +661,21 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     if (&l != layout) profile.SetFormat(*(layout = &l));
     profile.Process(rec);
   };
+  const uint8_t* dropped = r.data().data();
   uint64_t framing_errors = r.ForEachRecord([&](Bytes rec) {
     perf_event_header h;
     if (!ReadHeader(rec, &h)) return;
     if (h.type == kRecordFinishedRound) {
       sorter.FinishRound(process);
+      if (static_cast<size_t>(rec.data() - dropped) >= kDropEvery) {
+        // Only what no pending record points into.
+        const uint8_t* low = sorter.LowestView();
+        const uint8_t* upto = low != nullptr && low < rec.data() ? low : rec.data();
+        if (upto > dropped) {
+          r.DropPagesBefore(upto);
+          dropped = upto;
+        }
+      }
       return;
     }
     sorter.PushView(RecordTime(rec, format_of(rec)), rec);  // the file stays mapped

@@ -271,6 +271,14 @@ Result<PerfDataReader> PerfDataReader::Open(const std::string& path) {
   return r;
 }
 
+void PerfDataReader::DropPagesBefore(const uint8_t* upto) const {
+  if (base_ == nullptr || upto <= base_) return;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t n = std::min(static_cast<size_t>(upto - base_), size_) / page * page;
+  // Advice only: a failure leaves the pages resident, nothing else.
+  if (n != 0) (void)madvise(const_cast<uint8_t*>(base_), n, MADV_DONTNEED);
+}
+
 PerfDataReader::PerfDataReader(PerfDataReader&& o) noexcept
     : path_(std::move(o.path_)), base_(o.base_), size_(o.size_), data_offset_(o.data_offset_),
       data_size_(o.data_size_), attrs_(std::move(o.attrs_)), build_ids_(std::move(o.build_ids_)),

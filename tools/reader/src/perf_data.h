@@ -120,6 +120,13 @@ class PerfDataReader {
   template <typename Fn>
   uint64_t ForEachRecord(Fn&& fn) const;
 
+  // Gives back the memory of the file's pages before `upto` (a pointer
+  // into data()): a long file is read front to back, and its pages need
+  // not stay resident once read.  The bytes stay readable (the mapping is
+  // private and read-only: a later access reads them from the file again),
+  // so this costs time, never correctness, if something looks back.
+  void DropPagesBefore(const uint8_t* upto) const;
+
  private:
   PerfDataReader() = default;
   Status Parse();

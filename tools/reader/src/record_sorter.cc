@@ -28,6 +28,16 @@ void RecordSorter::PushView(std::optional<uint64_t> time, std::span<const uint8_
       MakeEntry(time, record.size(), reinterpret_cast<uintptr_t>(record.data()), true));
 }
 
+const uint8_t* RecordSorter::LowestView() const {
+  const uint8_t* low = nullptr;
+  for (const Entry& e : entries_) {
+    if (!e.view) continue;
+    const auto* p = reinterpret_cast<const uint8_t*>(e.where);
+    if (low == nullptr || p < low) low = p;
+  }
+  return low;
+}
+
 void RecordSorter::Sort() {
   if (runs_.size() <= 1) return;
   auto less = [](const Entry& a, const Entry& b) {

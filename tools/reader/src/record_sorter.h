@@ -46,6 +46,9 @@ class RecordSorter {
   }
 
   size_t pending() const { return entries_.size(); }
+  // The lowest address a pending view points at (null if none): what the
+  // sorter still needs of the bytes it was given views of.
+  const uint8_t* LowestView() const;
   // Records pushed with a timestamp lower than one already released: the
   // ordering guarantee was violated for them (they are still delivered).
   uint64_t late() const { return late_; }
