@@ -556,33 +556,58 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     by_path.clear();
     module_by_path.clear();
   }
-  // A file is read front to back, up to three times (two scans below and
-  // the replay): the pages behind the reader are given back as it goes,
-  // every 64 MiB, so a capture larger than memory does not stay resident.
+  // A file is read front to back, up to twice (the scan below, then the
+  // replay): the pages behind the reader are given back as it goes, every
+  // 64 MiB, so a capture larger than memory does not stay resident.
   constexpr size_t kDropEvery = size_t{64} << 20;
-  auto scan = [&r, kDropEvery](auto&& fn) {
+  // What the replay needs to know of the whole file first, in one scan:
+  // - with build IDs by path from perf's table: which paths name one file
+  //   throughout (PathFiles);
+  // - for a perf-written file, did perf follow every task?  Only then are
+  //   its KSYMBOL records every program's coming and going (a per-task
+  //   perf record gets those of the profiled tasks: a program another task
+  //   loads, or one freed from an RCU callback, is missing, and its range
+  //   keeps the last name it had).  perf record writes its thread map
+  //   first: system-wide it is one entry, pid -1.
+  const bool want_files = !by_path.empty(), want_ksymbols = !ours;
+  PathFiles files;
+  bool ksymbols = false, thread_map = false, per_task = false;
+  if (want_files || want_ksymbols) {
     const uint8_t* dropped = r.data().data();
     r.ForEachRecord([&](Bytes rec) {
       if (static_cast<size_t>(rec.data() - dropped) >= kDropEvery) {
         r.DropPagesBefore(rec.data());
         dropped = rec.data();
       }
-      fn(rec);
+      perf_event_header h;
+      if (!ReadHeader(rec, &h)) return;
+      if (want_files && (h.type == PERF_RECORD_MMAP || h.type == PERF_RECORD_MMAP2)) {
+        Record d;
+        if (DecodeRecord(rec, format_of(rec), &d) == DecodeStatus::kOk)
+          files.Add(std::get<MmapRecord>(d));
+      }
+      if (!want_ksymbols) return;
+      if (h.type == PERF_RECORD_KSYMBOL) ksymbols = true;
+      if (h.type != kRecordThreadMap || rec.size() < 16) return;
+      thread_map = true;
+      uint64_t nr;
+      std::memcpy(&nr, rec.data() + 8, 8);
+      for (uint64_t i = 0; i < nr && 16 + (i + 1) * 24 <= rec.size(); ++i) {
+        uint64_t pid;
+        std::memcpy(&pid, rec.data() + 16 + i * 24, 8);
+        if (pid != ~uint64_t{0}) per_task = true;
+      }
     });
     r.DropPagesBefore(r.data().data() + r.data().size());
-  };
-  if (!by_path.empty()) {
-    PathFiles files;
-    scan([&](Bytes rec) {
-      perf_event_header h;
-      if (!ReadHeader(rec, &h) || (h.type != PERF_RECORD_MMAP && h.type != PERF_RECORD_MMAP2))
-        return;
-      Record d;
-      if (DecodeRecord(rec, format_of(rec), &d) == DecodeStatus::kOk)
-        files.Add(std::get<MmapRecord>(d));
-    });
-    std::erase_if(by_path, [&](const auto& entry) { return !files.OneFile(entry.first); });
   }
+  if (want_files)
+    std::erase_if(by_path, [&](const auto& entry) { return !files.OneFile(entry.first); });
+  if (want_ksymbols && ksymbols && per_task)
+    bpf_untracked = "perf recorded the profiled tasks only (its thread map names them), so "
+                    "its KSYMBOL records miss the BPF programs other tasks loaded or unloaded";
+  else if (want_ksymbols && ksymbols && !thread_map)
+    bpf_untracked = "the capture does not say whether it followed every task (no thread map "
+                    "record), so its KSYMBOL records may miss programs' coming and going";
 
   ProfileOptions po;
   po.callchains = options.callchains;
@@ -611,35 +636,6 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
     po.events = std::move(events.events);
     po.event_of_id = std::move(events.event_of_id);
     unsampled = std::move(events.unsampled);
-  }
-  if (!ours) {
-    // Did perf follow every task?  Only then are its KSYMBOL records every
-    // program's coming and going (a per-task perf record gets those of the
-    // profiled tasks: a program another task loads, or one freed from an
-    // RCU callback, is missing, and its range keeps the last name it had).
-    // perf record writes its thread map first: system-wide it is one
-    // entry, pid -1.
-    bool ksymbols = false, thread_map = false, per_task = false;
-    scan([&](Bytes rec) {
-      perf_event_header h;
-      if (!ReadHeader(rec, &h)) return;
-      if (h.type == PERF_RECORD_KSYMBOL) ksymbols = true;
-      if (h.type != kRecordThreadMap || rec.size() < 16) return;
-      thread_map = true;
-      uint64_t nr;
-      std::memcpy(&nr, rec.data() + 8, 8);
-      for (uint64_t i = 0; i < nr && 16 + (i + 1) * 24 <= rec.size(); ++i) {
-        uint64_t pid;
-        std::memcpy(&pid, rec.data() + 16 + i * 24, 8);
-        if (pid != ~uint64_t{0}) per_task = true;
-      }
-    });
-    if (ksymbols && per_task)
-      bpf_untracked = "perf recorded the profiled tasks only (its thread map names them), so "
-                      "its KSYMBOL records miss the BPF programs other tasks loaded or unloaded";
-    else if (ksymbols && !thread_map)
-      bpf_untracked = "the capture does not say whether it followed every task (no thread map "
-                      "record), so its KSYMBOL records may miss programs' coming and going";
   }
   // perf's sections, whoever wrote them; a malformed entry describes
   // nothing (its samples keep the KSYMBOL's name, without lines).

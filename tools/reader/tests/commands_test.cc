@@ -496,13 +496,19 @@ bool CanProfile() {
   return fd.ok();
 }
 
-TEST(RunRecordTest, RecordsACommandAndReportsIt) {
-  if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
+// A capture of a shell counting to 30,000 (a few hundred samples at 2 kHz).
+RecordOptions CountingShell() {
   RecordOptions o;
   o.capture.target = CaptureOptions::Target::kCommand;
   o.capture.command = {"/bin/sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"};
   o.capture.frequency = 2000;
   o.capture.data_pages = 16;
+  return o;
+}
+
+TEST(RunRecordTest, RecordsACommandAndReportsIt) {
+  if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
+  RecordOptions o = CountingShell();
   auto r = RunRecord(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_GT(r->stats.samples, 0u);
@@ -524,11 +530,7 @@ TEST(RunRecordTest, RecordsACommandAndReportsIt) {
 TEST(RunRecordTest, ToAFileSamplesAreWrittenNotAttributed) {
   if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
   TempDir dir;
-  RecordOptions o;
-  o.capture.target = CaptureOptions::Target::kCommand;
-  o.capture.command = {"/bin/sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"};
-  o.capture.frequency = 2000;
-  o.capture.data_pages = 16;
+  RecordOptions o = CountingShell();
   o.output = dir.path() + "/perf.data";
   auto r = RunRecord(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -552,11 +554,7 @@ TEST(RunRecordTest, ToAFileSamplesAreWrittenNotAttributed) {
 TEST(RunRecordTest, AFullBuildIdCacheIsReportedAndTheCaptureGoesOn) {
   if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
   TempDir cache;
-  RecordOptions o;
-  o.capture.target = CaptureOptions::Target::kCommand;
-  o.capture.command = {"/bin/sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"};
-  o.capture.frequency = 2000;
-  o.capture.data_pages = 16;
+  RecordOptions o = CountingShell();
   o.cache_dir = cache.path();
   o.cache_limits.max_bytes = 1;  // full at the first copy
   std::mutex mu;

@@ -32,17 +32,23 @@ PerfFileAttr Attr() {
   return a;
 }
 
-TEST(PerfDataTest, RoundTripsAttrsRecordsBuildIdsAndMeta) {
-  TempDir dir;
-  const std::string path = dir.File("perf.data");
+// COMM records of tasks 0 .. n-1, named "task<i>".
+std::vector<std::vector<uint8_t>> Comms(uint32_t n) {
   std::vector<std::vector<uint8_t>> records;
-  for (uint32_t i = 0; i < 50; ++i) {
+  for (uint32_t i = 0; i < n; ++i) {
     CommRecord c;
     c.pid = c.tid = i;
-    std::string name = "task" + std::to_string(i);
+    const std::string name = "task" + std::to_string(i);
     c.comm = name;
     records.push_back(EncodeComm(c, kFormat));
   }
+  return records;
+}
+
+TEST(PerfDataTest, RoundTripsAttrsRecordsBuildIdsAndMeta) {
+  TempDir dir;
+  const std::string path = dir.File("perf.data");
+  const std::vector<std::vector<uint8_t>> records = Comms(50);
   {
     auto w = PerfDataWriter::Create(path, {Attr()});
     ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -79,14 +85,7 @@ TEST(PerfDataTest, RoundTripsAttrsRecordsBuildIdsAndMeta) {
 TEST(PerfDataTest, DroppedPagesReadTheSameAndLeaveTheResidentSet) {
   TempDir dir;
   const std::string path = dir.File("perf.data");
-  std::vector<std::vector<uint8_t>> records;
-  for (uint32_t i = 0; i < 100000; ++i) {  // about 4 MB of records
-    CommRecord c;
-    c.pid = c.tid = i;
-    std::string name = "task" + std::to_string(i);
-    c.comm = name;
-    records.push_back(EncodeComm(c, kFormat));
-  }
+  const std::vector<std::vector<uint8_t>> records = Comms(100000);  // about 4 MB
   {
     auto w = PerfDataWriter::Create(path, {Attr()});
     ASSERT_TRUE(w.ok()) << w.status().ToString();
