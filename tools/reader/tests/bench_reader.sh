@@ -45,8 +45,8 @@
 #
 #   bench_reader.sh loss DIR   only step 3, into DIR; prints "samples
 #                              samples/s/CPU lost-records lost-samples
-#                              lost-per-event mode cpu-s-per-M-records
-#                              records" (what the guest runs)
+#                              lost-per-event mode reader-cpu-seconds
+#                              records-drained" (what the guest runs)
 set -euo pipefail
 READER_BIN=${READER_BIN:?READER_BIN must point at mmap3-reader}
 
@@ -74,7 +74,7 @@ c = json.load(sys.stdin)["capture"]
 user, system = map(float, sys.argv[2].split())
 records = int(sys.argv[3])
 print(c["samples"], round(c["samples"] / 5 / int(sys.argv[1])), c["lost_records"], c["lost_samples"],
-      c["event_lost"], c["mode"], "%.3f" % ((user + system) / (records / 1e6)), records)' \
+      c["event_lost"], c["mode"], "%.2f" % (user + system), records)' \
 		"$cpus" "$(tail -n1 <<<"$t")" "${records:?no record count in $dir/loss.err}"
 }
 if [ "${1:-}" = loss ]; then
@@ -227,7 +227,9 @@ fi
 
 echo "startup: record -a -m 1 with 1000 extra processes, $cpus CPUs busy, 5 runs ..." >&2
 sleepers=()
-trap 'kill "${sleepers[@]}" 2>/dev/null' EXIT
+# (|| true: under set -e a failing trap, kill of an emptied list, would be
+# the script's exit status)
+trap 'kill "${sleepers[@]}" 2>/dev/null || true' EXIT
 for ((i = 0; i < 1000; i++)); do sleep 600 & sleepers+=($!); done
 for ((i = 0; i < cpus; i++)); do bash -c 'while :; do :; done' & sleepers+=($!); done
 startup=()
@@ -262,10 +264,10 @@ $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $cpus CPUs ($cpu_model), load ave
 | the same with \`perf report --stdio --sort comm,dso,sym\` (perf $(perf version 2>/dev/null | awk '{print $3}')) | $pw s wall, $pc s CPU | |
 | report speed-up over perf (best of $ROUNDS each, alternating) | **$(ratio "$pw" "$rw")x** wall, $(ratio "$pc" "$rc")x CPU | >= 10x |
 | \`record -a -F 10000\`, 5 s, $cpus CPUs busy, this host ($mode): samples (per CPU per s), lost records, lost samples, lost (per event) | $lsamples ($lrate), **$lrec, $lsam, $levent** | zero lost |
-| the reader's own CPU time (user + system) in that capture to a file, per million records ($lrecords records) | $lcpu s | |
+| the reader's own CPU time (user + system) in that capture to a file | $lcpu s for $lrecords records drained: **$(awk -v c="$lcpu" -v n="$lrecords" 'BEGIN {printf "%.2f", c / (n / 1e6)}') s per million records** | |
 EOT
 if [ -n "${BZIMAGE:-}" ]; then
-	echo "| the same in the patched 6.1.192 guest, $gcpus vCPUs under TCG ($gmode) | $gsamples ($grate), **$grec, $gsam, $gevent**; reader CPU $gcpu s per million records | zero lost |"
+	echo "| the same in the patched 6.1.192 guest, $gcpus vCPUs under TCG ($gmode) | $gsamples ($grate), **$grec, $gsam, $gevent**; reader CPU $gcpu s for $grecords records | zero lost |"
 fi
 cat <<EOT
 | \`record -a -F 1000 -m 1\` with 1,000 extra processes at startup, $cpus CPUs busy, 5 runs: processes, seconds reading their mappings, records drained meanwhile, lost records | $startup_cell | zero lost |
