@@ -131,7 +131,8 @@ ChainMemo::Entry ChainMemo::Lookup(std::span<const uint64_t> head, std::span<con
       w[kEpoch] = epoch;
       w[kSize] = shape;
       std::copy(head.begin(), head.end(), w + kHeader);
-      std::memcpy(w + kHeader + head.size(), tail.data(), tail.size() / 8 * 8);
+      // (An empty tail may have no data at all: memcpy must not see it.)
+      if (!tail.empty()) std::memcpy(w + kHeader + head.size(), tail.data(), tail.size() / 8 * 8);
       slot = Slot{tag, static_cast<uint32_t>(at) + 1};
       ++count_;
       *valid = false;
