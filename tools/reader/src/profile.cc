@@ -429,7 +429,8 @@ void Profile::OnSample(const SampleRecord& s) {
   }
   // A fixed period (-c) that the samples do not carry is the attr's.
   const uint64_t fixed = options_.events[event].fixed_period;
-  const uint64_t period = fixed != 0 && !(layout_.format.sample_type & PERF_SAMPLE_PERIOD) ? fixed : s.period;
+  const bool carries_period = (layout_.format.sample_type & PERF_SAMPLE_PERIOD) != 0;
+  const uint64_t period = fixed != 0 && !carries_period ? fixed : s.period;
   ++samples_;
   period_ += period;
   ++event_samples_[event];
