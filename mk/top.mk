@@ -21,6 +21,7 @@ help:
 	@echo "make perf-test-full all of perf test, that perf against the unpatched one (slow)"
 	@echo "make checkpatch    scripts/checkpatch.pl --strict on kernel-patches/"
 	@echo "make check-series  checkpatch, and build the tree (and perf) after each patch"
+	@echo "                   (RESUME=1: go on from where a stopped run was)"
 	@echo "make check-series-perf  checkpatch, and build perf after each tools patch"
 
 test: deps
@@ -30,7 +31,8 @@ checkpatch: $(BZIMAGE)
 	@$(TOP)/scripts/kernel/check-series --checkpatch-only $(KSRC)
 
 check-series: $(BZIMAGE) deps
-	@PERF_MAKE_FLAGS="$(PERF_FEATURES_OFF)" $(TOP)/scripts/kernel/check-series $(KSRC)
+	@PERF_MAKE_FLAGS="$(PERF_FEATURES_OFF)" $(TOP)/scripts/kernel/check-series \
+		$(if $(RESUME),--resume) $(KSRC)
 
 check-series-perf: kernel-source deps
 	@PERF_MAKE_FLAGS="$(PERF_FEATURES_OFF)" $(TOP)/scripts/kernel/check-series --perf-only $(KSRC)
