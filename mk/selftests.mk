@@ -5,8 +5,9 @@
 # (tools/testing/selftests/perf_events, lib/buildid_kunit.c): the project's
 # files are their one source, copied there by scripts/kernel/in-tree-tests.
 #
-#   make selftests    build/selftests: mmap3_test, its DSO, fixtures and
-#                     fuse_backing (the FUSE daemon some tests mount), built
+#   make selftests    build/selftests: mmap3_test, its DSO, fixtures,
+#                     fuse_backing (the FUSE daemon some tests mount) and
+#                     coda_venus (the Coda cache manager one mounts), built
 #                     against uapi/ (what the host and the debug lane run);
 #                     the test module (build/testmod/<kernel>/) is built
 #                     against the kernel each guest lane boots
@@ -46,7 +47,7 @@ SELFTEST_HDRS := $(TOP)/selftests/mmap3_util.h $(TOP)/uapi/linux/perf_event_mmap
 	vm-test-debug-selfcheck
 
 selftests: $(SELFTEST_BIN) $(SELFTEST_DIR)/libmmap3_dso.so $(SELFTEST_DIR)/fixtures/cold.elf \
-	$(SELFTEST_DIR)/fuse_backing $(WATCH_BIN)
+	$(SELFTEST_DIR)/fuse_backing $(SELFTEST_DIR)/coda_venus $(WATCH_BIN)
 
 # The harness header comes from the extracted kernel tree, so the tree must
 # exist first (but no kernel: make vm-test-debug needs only the debug one).
@@ -72,6 +73,12 @@ $(SELFTEST_DIR)/fuse_backing: $(TOP)/selftests/fuse_backing.c
 	@mkdir -p $(@D)
 	$(CC) $(SELFTEST_CFLAGS) $$(pkg-config --cflags fuse3) -o $@ $< \
 		$$(pkg-config --libs fuse3)
+
+# The uapi <linux/coda.h> of the host (linux-libc-dev); mmap3_test runs it
+# from its own directory.
+$(SELFTEST_DIR)/coda_venus: $(TOP)/selftests/coda_venus.c
+	@mkdir -p $(@D)
+	$(CC) $(SELFTEST_CFLAGS) -o $@ $< -lpthread
 
 $(SELFTEST_DIR)/libmmap3_dso.so: $(TOP)/selftests/mmap3_dso.c
 	@mkdir -p $(@D)

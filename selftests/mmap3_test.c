@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -162,6 +163,7 @@ FIXTURE(mmap3) {
 	struct rec_list recs;
 	/* Cleaned up by FIXTURE_TEARDOWN, also after a failed ASSERT */
 	struct fuse_backing fuse;	/* a FUSE mount and its daemon */
+	struct fuse_backing venus;	/* a Coda mount and its cache manager */
 	pid_t kids[MAX_KIDS];		/* children not reaped yet */
 	char mounts[MAX_MOUNTS][PATH_MAX];	/* detached last first */
 	int nr_mounts;
@@ -206,8 +208,9 @@ static void note_mount(FIXTURE_DATA(mmap3) *self, const char *path)
 }
 
 /*
- * Children first get SIGKILL; stopping the FUSE daemon then ends every
- * request they may wait for; only then can they all be reaped.
+ * Children first get SIGKILL; stopping the FUSE daemon and the Coda cache
+ * manager then ends every request they may wait for; only then can they
+ * all be reaped.
  */
 static void clean_up_kids_and_mounts(FIXTURE_DATA(mmap3) *self)
 {
@@ -217,6 +220,7 @@ static void clean_up_kids_and_mounts(FIXTURE_DATA(mmap3) *self)
 		if (self->kids[i])
 			kill(self->kids[i], SIGKILL);
 	fuse_backing_stop(&self->fuse, 10 * 1000);
+	fuse_backing_stop(&self->venus, 10 * 1000);
 	for (i = 0; i < MAX_KIDS; i++) {
 		if (!self->kids[i])
 			continue;
@@ -234,6 +238,7 @@ FIXTURE_SETUP(mmap3)
 
 	self->ev.fd = -1;
 	fuse_backing_init(&self->fuse);
+	fuse_backing_init(&self->venus);
 	restore_sysctls();	/* left by a test that timed out */
 	if (!mmap3_supported())
 		SKIP(return, "kernel has no MMAP3 (%s missing)", PERF_MMAP3_CAP_PATH);
@@ -1703,6 +1708,335 @@ TEST_F_TIMEOUT(mmap3, overlay_on_fuse_capture_does_not_read_the_file, 300)
 		TH_LOG("record %s, file %s", hex(m->build_id, m->build_id_size, h1),
 		       hex(id, id_len, h2));
 	close(fd);
+}
+
+/* Is @name in /proc/filesystems (built in, or its module loaded)? */
+static bool has_filesystem(const char *name)
+{
+	FILE *f = fopen("/proc/filesystems", "r");
+	char line[128], *fs;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		fs = strchr(line, '\t');
+		fs = fs ? fs + 1 : line;
+		fs[strcspn(fs, "\n")] = '\0';
+		found = !strcmp(fs, name);
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * A Coda mount served by selftests/coda_venus, in the test's directory:
+ * CACHE holds the container files the cache manager hands the kernel, MNT
+ * is the Coda view of them.  Returns false if the test was skipped.
+ */
+static bool start_coda(struct __test_metadata *_metadata,
+		       FIXTURE_DATA(mmap3) *self, char cache[PATH_MAX],
+		       char mnt[PATH_MAX])
+{
+	char daemon[PATH_MAX];
+	const char *problem;
+
+	if (!has_filesystem("coda"))
+		SKIP(return false, "no Coda in this kernel (CONFIG_CODA_FS)");
+	snprintf(daemon, sizeof(daemon), "%s/coda_venus", exe_dir());
+	if (access(daemon, X_OK))
+		SKIP(return false, "no %.900s: %s", daemon, strerror(errno));
+	snprintf(cache, PATH_MAX, "%s/cache", self->dir);
+	snprintf(mnt, PATH_MAX, "%s/coda", self->dir);
+	ASSERT_EQ(0, mkdir(cache, 0755) || mkdir(mnt, 0755))
+		TH_LOG("mkdir: %s", strerror(errno));
+	problem = coda_venus_start(&self->venus, daemon, cache, mnt, 60 * 1000);
+	ASSERT_EQ(NULL, problem) TH_LOG("%s", problem);
+	return true;
+}
+
+/* Upcalls of one task that coda_venus reported */
+struct coda_upcalls {
+	int open, close, read, mmap;
+	unsigned long long container;	/* inode the last open was handed */
+};
+
+/* The upcalls task @pid sent coda_venus since the last call */
+static void coda_upcalls(struct fuse_backing *venus, pid_t pid,
+			 struct coda_upcalls *c)
+{
+	char line[256], what[16];
+	unsigned long long ino;
+	int who;
+
+	memset(c, 0, sizeof(*c));
+	/* Reported before they are answered: all are there already */
+	while (fuse_backing_report(venus, line, sizeof(line), 0) == 1) {
+		if (sscanf(line, "open %d %*s %llu", &who, &ino) == 2 && who == pid) {
+			c->open++;
+			c->container = ino;
+		} else if (sscanf(line, "close %d", &who) == 1 && who == pid) {
+			c->close++;
+		} else if (sscanf(line, "intent %d %*s %15s", &who, what) == 2 &&
+			   who == pid) {
+			c->read += !strcmp(what, "read");
+			c->mmap += !strcmp(what, "mmap");
+		}
+	}
+}
+
+/* The file /proc/self/maps names for the mapping at @addr, or NULL */
+static const char *maps_path(void *addr, char *buf, size_t size)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[PATH_MAX + 128];
+	unsigned long start;
+	const char *found = NULL;
+	int off;
+
+	if (!f)
+		return NULL;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%*x %*s %*x %*x:%*x %*u %n", &start, &off) != 1 ||
+		    start != (unsigned long)addr)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(buf, size, "%s", line + off);
+		found = buf;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * Map the first page of the open file @fd executable; the MMAP3 record of
+ * the mapping, whatever file it names, with that file's name as
+ * /proc/self/maps shows it in @maps.  NULL (and errno) if mmap() failed.
+ */
+static const struct perf_mmap3_record *
+map_fd(FIXTURE_DATA(mmap3) *self, int fd, char maps[PATH_MAX], void **addr)
+{
+	*addr = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	if (*addr == MAP_FAILED)
+		return NULL;
+	if (!maps_path(*addr, maps, PATH_MAX))
+		maps[0] = '\0';
+	mmap3_collect(&self->ev, &self->recs);
+	return record_for(&self->recs, NULL, *addr);
+}
+
+/*
+ * Open @path afresh, map it as map_fd() does, unmap it and close it; the
+ * record, and the upcalls all that sent the cache manager in @c.
+ */
+static const struct perf_mmap3_record *
+map_coda_file(FIXTURE_DATA(mmap3) *self, const char *path, char maps[PATH_MAX],
+	      struct coda_upcalls *c)
+{
+	const struct perf_mmap3_record *m = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	void *p;
+
+	if (fd >= 0) {
+		m = map_fd(self, fd, maps, &p);
+		if (m)
+			munmap(p, 4096);
+		close(fd);
+	}
+	coda_upcalls(&self->venus, getpid(), c);
+	return m;
+}
+
+/*
+ * @m is the record of a mapping of @container, the file coda_file_mmap()
+ * put in the VMA, and says so as /proc/self/maps (@maps) does: its name,
+ * device and inode, not the Coda file's.
+ */
+static void expect_container(struct __test_metadata *_metadata,
+			     const struct perf_mmap3_record *m,
+			     const char *maps, const char *container)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	ASSERT_NE(NULL, m) TH_LOG("no MMAP3 record for the mapping of %s", container);
+	ASSERT_EQ(NULL, mmap3_record_problem(&m->header, true));
+	ASSERT_NE(NULL, realpath(container, real))
+		TH_LOG("%s: %s", container, strerror(errno));
+	ASSERT_EQ(0, stat(real, &st));
+	ASSERT_STREQ(real, maps);
+	ASSERT_STREQ(real, m->filename);
+	ASSERT_EQ(major(st.st_dev), m->maj);
+	ASSERT_EQ(minor(st.st_dev), m->min);
+	ASSERT_EQ(st.st_ino, m->ino);
+}
+
+static bool same_id(const struct perf_mmap3_record *m, const unsigned char *id,
+		    unsigned int len)
+{
+	return m->build_id_status == PERF_MMAP3_BUILD_ID_FOUND &&
+	       m->build_id_size == len && !memcmp(m->build_id, id, len);
+}
+
+/*
+ * Coda's ->mmap() puts the container file venus handed over at open time
+ * in the VMA, and points the Coda inode's i_mapping at the container's: the
+ * build ID read before mmap_lock was taken (for the Coda file, whose own
+ * page cache is empty) is not the mapped file's.  The record must then
+ * give the page-cache-only parse of the container (FOUND with its build ID
+ * while its pages are cached, UNAVAILABLE when they are not), never the
+ * build ID of another file or version, and mapping must read nothing:
+ * no CODA_ACCESS_INTENT read upcall (a read() through Coda sends one), no
+ * page of the container brought into the page cache.
+ *
+ * Containers: lib.so on tmpfs (always cached), replaced by a second version
+ * as venus does after fetching one; cold.so, a symlink to the 9p fixture
+ * cold.elf, whose pages can be dropped.
+ */
+TEST_F_TIMEOUT(mmap3, coda_mapping_parses_only_the_container_page_cache, 300)
+{
+	struct elf_spec v1 = { .id_len = 20, .id_seed = 0x6c };
+	struct elf_spec v2 = { .id_len = 20, .id_seed = 0x9d };
+	char cache[PATH_MAX], mnt[PATH_MAX], maps[PATH_MAX], cold[PATH_MAX];
+	char lib[PATH_MAX + 16], path[PATH_MAX + 16], cold_link[PATH_MAX + 16];
+	char h1[41], h2[41], buf[64];
+	unsigned char id1[20], id2[20], cold_id[20];
+	unsigned int len1, len2, cold_len;
+	const struct perf_mmap3_record *m;
+	struct coda_upcalls c;
+	struct stat st, coda_st;
+	size_t nr_recs;
+	int fd_a, fd_b, n;
+	void *a, *b;
+
+	REQUIRE_MMAP3();
+	if (!start_coda(_metadata, self, cache, mnt))
+		return;
+	elf_spec_build_id(&v1, id1, &len1);
+	elf_spec_build_id(&v2, id2, &len2);
+	snprintf(lib, sizeof(lib), "%s/lib.so", cache);
+	snprintf(path, sizeof(path), "%s/lib.so", mnt);
+	ASSERT_EQ(0, elf_write(lib, &v1, false));
+
+	/* (a) The container's pages cached: its build ID, its name */
+	m = map_coda_file(self, path, maps, &c);
+	ASSERT_NE(NULL, m) TH_LOG("mapping %s: %s", path, strerror(errno));
+	expect_container(_metadata, m, maps, lib);
+	ASSERT_EQ(0, stat(path, &coda_st));
+	ASSERT_NE(coda_st.st_ino, m->ino);
+	ASSERT_TRUE(same_id(m, id1, len1))
+		TH_LOG("status %u, build ID %s; the container has %s", m->build_id_status,
+		       hex(m->build_id, m->build_id_size, h1), hex(id1, len1, h2));
+	/* (d) One open, one mmap intent, no read */
+	ASSERT_EQ(1, c.open);
+	ASSERT_EQ(1, c.close);
+	ASSERT_EQ(1, c.mmap);
+	ASSERT_EQ(0, c.read) TH_LOG("mapping %s read it: %d read intents", path, c.read);
+
+	/* The witness: a read() through Coda is a read intent */
+	fd_a = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, fd_a);
+	ASSERT_EQ(sizeof(buf), pread(fd_a, buf, sizeof(buf), 0));
+	close(fd_a);
+	coda_upcalls(&self->venus, getpid(), &c);
+	ASSERT_LT(0, c.read)
+		TH_LOG("read() of %s sent no read intent: the test proves nothing", path);
+
+	/*
+	 * (c) Version 2 replaces the container while version 1 is mapped.
+	 * Coda refuses to map a file whose open has another container than
+	 * the mapping that is there (EBUSY); once that is gone, the mapping
+	 * has version 2, whose build ID the record must carry, never
+	 * version 1's.
+	 */
+	fd_a = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, fd_a);
+	m = map_fd(self, fd_a, maps, &a);
+	ASSERT_NE(NULL, m) TH_LOG("mapping %s: %s", path, strerror(errno));
+	ASSERT_TRUE(same_id(m, id1, len1));
+	coda_upcalls(&self->venus, getpid(), &c);
+	ASSERT_EQ(1, c.mmap);
+	ASSERT_EQ(0, c.read);
+	ASSERT_EQ(0, elf_write(lib, &v2, true));
+	ASSERT_EQ(0, stat(lib, &st));
+	fd_b = open(path, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, fd_b);
+	coda_upcalls(&self->venus, getpid(), &c);
+	ASSERT_EQ(1, c.open);
+	ASSERT_EQ(st.st_ino, c.container) TH_LOG("the open was not handed version 2");
+
+	nr_recs = self->recs.n;
+	ASSERT_EQ(NULL, map_fd(self, fd_b, maps, &b));
+	ASSERT_EQ(EBUSY, errno);
+	mmap3_collect(&self->ev, &self->recs);
+	ASSERT_EQ(nr_recs, self->recs.n) TH_LOG("a mapping that failed has a record");
+
+	munmap(a, 4096);
+	close(fd_a);
+	m = map_fd(self, fd_b, maps, &b);
+	ASSERT_NE(NULL, m) TH_LOG("mapping %s: %s", path, strerror(errno));
+	munmap(b, 4096);
+	close(fd_b);
+	ASSERT_FALSE(m->build_id_status == PERF_MMAP3_BUILD_ID_FOUND &&
+		     m->build_id_size == len1 && !memcmp(m->build_id, id1, len1))
+		TH_LOG("the mapping of version 2 has version 1's build ID %s",
+		       hex(id1, len1, h1));
+	expect_container(_metadata, m, maps, lib);
+	ASSERT_TRUE(same_id(m, id2, len2))
+		TH_LOG("status %u, build ID %s; the container has %s", m->build_id_status,
+		       hex(m->build_id, m->build_id_size, h1), hex(id2, len2, h2));
+	coda_upcalls(&self->venus, getpid(), &c);
+	ASSERT_EQ(2, c.mmap);
+	ASSERT_EQ(0, c.read) TH_LOG("mapping %s read it: %d read intents", path, c.read);
+
+	/* A fresh open has version 2 too */
+	m = map_coda_file(self, path, maps, &c);
+	expect_container(_metadata, m, maps, lib);
+	ASSERT_TRUE(same_id(m, id2, len2))
+		TH_LOG("status %u, build ID %s; the container has %s", m->build_id_status,
+		       hex(m->build_id, m->build_id_size, h1), hex(id2, len2, h2));
+	ASSERT_EQ(0, c.read);
+
+	/* (a) again, on 9p: cold.elf read in full first */
+	snprintf(path, sizeof(path), "%s/fixtures/cold.elf", exe_dir());
+	ASSERT_NE(NULL, realpath(path, cold)) TH_LOG("%s missing", path);
+	snprintf(cold_link, sizeof(cold_link), "%s/cold.so", cache);
+	ASSERT_EQ(0, symlink(cold, cold_link));
+	snprintf(path, sizeof(path), "%s/cold.so", mnt);
+	ASSERT_EQ(1, build_id_by_read(cold, cold_id, &cold_len));
+	ASSERT_EQ(0, stat(cold, &st));
+	ASSERT_EQ((st.st_size + 4095) / 4096, cached_pages(cold, false))
+		TH_LOG("%s not all cached after reading it", cold);
+	m = map_coda_file(self, path, maps, &c);
+	expect_container(_metadata, m, maps, cold);
+	ASSERT_TRUE(same_id(m, cold_id, cold_len))
+		TH_LOG("status %u, build ID %s; the container has %s", m->build_id_status,
+		       hex(m->build_id, m->build_id_size, h1), hex(cold_id, cold_len, h2));
+	ASSERT_EQ(1, c.mmap);
+	ASSERT_EQ(0, c.read);
+
+	/* (b) Its pages dropped: no build ID, or the right one */
+	n = cached_pages(cold, true);
+	ASSERT_LE(0, n) TH_LOG("%s: cannot tell which of its pages are cached", cold);
+	if (n)
+		SKIP(return, "%d pages of %.900s stay cached (the rest passed)", n, cold);
+	m = map_coda_file(self, path, maps, &c);
+	n = cached_pages(cold, false);
+	expect_container(_metadata, m, maps, cold);
+	if (m->build_id_status == PERF_MMAP3_BUILD_ID_FOUND) {
+		ASSERT_TRUE(same_id(m, cold_id, cold_len))
+			TH_LOG("build ID %s; the container has %s",
+			       hex(m->build_id, m->build_id_size, h1),
+			       hex(cold_id, cold_len, h2));
+		TH_LOG("pages dropped: FOUND, the container's build ID");
+	} else {
+		ASSERT_EQ(PERF_MMAP3_BUILD_ID_UNAVAILABLE, m->build_id_status);
+		TH_LOG("pages dropped: UNAVAILABLE");
+	}
+	/* (d) Nothing read the container for it */
+	ASSERT_EQ(0, n) TH_LOG("mapping %s brought %d pages of %s in", path, n, cold);
+	ASSERT_EQ(1, c.mmap);
+	ASSERT_EQ(0, c.read) TH_LOG("mapping %s read it: %d read intents", path, c.read);
 }
 
 /* The first @size bytes of @path into @buf; 0 or -1 */

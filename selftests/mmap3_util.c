@@ -574,9 +574,10 @@ const char *hex(const unsigned char *id, unsigned int len, char *buf)
 	return buf;
 }
 
-/* The FUSE backing daemon */
+/* The FUSE backing daemon and the Coda cache manager */
 
 #define FUSE_SUPER_MAGIC	0x65735546
+#define CODA_SUPER_MAGIC	0x73757245
 
 long long monotonic_ms(void)
 {
@@ -609,21 +610,24 @@ void fuse_backing_init(struct fuse_backing *fb)
 	fb->report = -1;
 }
 
-static bool is_fuse_mount(const char *path)
+static bool is_mount_of(const char *path, long magic)
 {
 	struct statfs sfs;
 
-	return !statfs(path, &sfs) && sfs.f_type == FUSE_SUPER_MAGIC;
+	return !statfs(path, &sfs) && sfs.f_type == magic;
 }
 
-const char *fuse_backing_start(struct fuse_backing *fb, const char *daemon,
-			       const char *backing, const char *mnt,
-			       const char *hang, unsigned int flags,
-			       int timeout_ms)
+/*
+ * Run @argv[0] with @argv, its standard output piped to @fb->report, and
+ * wait for at most @timeout_ms until @mnt is a mount of the file system
+ * whose magic number is @magic.
+ */
+static const char *mount_daemon_start(struct fuse_backing *fb,
+				      const char *const *argv, const char *mnt,
+				      long magic, int timeout_ms)
 {
-	const char *argv[8];
-	int argc = 0;
 	static char problem[PATH_MAX + 128];
+	const char *daemon = argv[0];
 	pid_t parent = getpid();
 	long long end;
 	int out[2], status;
@@ -649,18 +653,6 @@ const char *fuse_backing_start(struct fuse_backing *fb, const char *daemon,
 			_exit(1);
 		if (dup2(out[1], STDOUT_FILENO) < 0)
 			_exit(1);
-		argv[argc++] = daemon;
-		if (flags & FUSE_BACKING_LOG)
-			argv[argc++] = "--log";
-		if (flags & FUSE_BACKING_SYNC_READ)
-			argv[argc++] = "--sync-read";
-		if (hang) {
-			argv[argc++] = "--hang";
-			argv[argc++] = hang;
-		}
-		argv[argc++] = backing;
-		argv[argc++] = mnt;
-		argv[argc] = NULL;
 		execv(daemon, (char *const *)argv);
 		_exit(1);
 	}
@@ -668,7 +660,7 @@ const char *fuse_backing_start(struct fuse_backing *fb, const char *daemon,
 	fb->report = out[0];
 
 	end = monotonic_ms() + timeout_ms;
-	while (!is_fuse_mount(mnt)) {
+	while (!is_mount_of(mnt, magic)) {
 		if (waitpid(fb->pid, &status, WNOHANG) == fb->pid) {
 			fb->pid = 0;
 			fuse_backing_stop(fb, 0);
@@ -680,13 +672,44 @@ const char *fuse_backing_start(struct fuse_backing *fb, const char *daemon,
 		if (monotonic_ms() >= end) {
 			fuse_backing_stop(fb, timeout_ms);
 			snprintf(problem, sizeof(problem),
-				 "%s not a FUSE mount %d ms after starting %s",
+				 "%s not mounted %d ms after starting %s",
 				 mnt, timeout_ms, daemon);
 			return problem;
 		}
 		usleep(10 * 1000);
 	}
 	return NULL;
+}
+
+const char *fuse_backing_start(struct fuse_backing *fb, const char *daemon,
+			       const char *backing, const char *mnt,
+			       const char *hang, unsigned int flags,
+			       int timeout_ms)
+{
+	const char *argv[8];
+	int argc = 0;
+
+	argv[argc++] = daemon;
+	if (flags & FUSE_BACKING_LOG)
+		argv[argc++] = "--log";
+	if (flags & FUSE_BACKING_SYNC_READ)
+		argv[argc++] = "--sync-read";
+	if (hang) {
+		argv[argc++] = "--hang";
+		argv[argc++] = hang;
+	}
+	argv[argc++] = backing;
+	argv[argc++] = mnt;
+	argv[argc] = NULL;
+	return mount_daemon_start(fb, argv, mnt, FUSE_SUPER_MAGIC, timeout_ms);
+}
+
+const char *coda_venus_start(struct fuse_backing *fb, const char *daemon,
+			     const char *cache, const char *mnt, int timeout_ms)
+{
+	const char *const argv[] = { daemon, cache, mnt, NULL };
+
+	return mount_daemon_start(fb, argv, mnt, CODA_SUPER_MAGIC, timeout_ms);
 }
 
 int fuse_backing_report(struct fuse_backing *fb, char *buf, size_t size,

@@ -200,6 +200,19 @@ int fuse_backing_report(struct fuse_backing *fb, char *buf, size_t size,
  */
 void fuse_backing_stop(struct fuse_backing *fb, int timeout_ms);
 
+/*
+ * A Coda mount served by the coda_venus daemon (selftests/coda_venus.c): a
+ * read-only directory of the regular files of @cache, each open of which
+ * the kernel is handed that file itself as its container file.  Start
+ * @daemon on @mnt and wait, for at most @timeout_ms, until @mnt is a Coda
+ * mount.  The same life as a fuse_backing daemon: it stops when the calling
+ * thread exits, fuse_backing_report() returns the lines it reports,
+ * fuse_backing_stop() stops it and detaches the mount.  Returns NULL, or
+ * what went wrong (the daemon is then stopped).
+ */
+const char *coda_venus_start(struct fuse_backing *fb, const char *daemon,
+			     const char *cache, const char *mnt, int timeout_ms);
+
 /* Milliseconds on CLOCK_MONOTONIC, for bounded waits */
 long long monotonic_ms(void);
 
