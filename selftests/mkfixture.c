@@ -4,6 +4,8 @@
  * guest's tmpfs (the build directory, shared into the guest over 9p):
  *
  *   DIR/cold.elf           build ID in the last page
+ *   DIR/coda-v1.elf        two versions of one library, with different
+ *   DIR/coda-v2.elf        build IDs: the Coda test's container files
  *   DIR/corpus/NAME        crafted files, one per size, class, note layout
  *                          and malformation
  *   DIR/corpus/MANIFEST    "NAME STATUS [BUILD-ID-HEX]" per file, the status
@@ -160,7 +162,12 @@ int main(int argc, char **argv)
 	/* Build ID in the last page: nothing of it is read by accident */
 	struct elf_spec cold = { .id_len = 20, .id_seed = 0xe0,
 				 .note_off = 3 * 4096 + 64, .size = 4 * 4096 };
+	static const struct elf_spec coda[] = {
+		{ .id_len = 20, .id_seed = 0x6c },
+		{ .id_len = 20, .id_seed = 0x9d },
+	};
 	char path[4096 + 16];
+	unsigned int i;
 	int err;
 
 	if (argc != 2) {
@@ -172,6 +179,16 @@ int main(int argc, char **argv)
 	if (err) {
 		fprintf(stderr, "%s: %s\n", path, strerror(-err));
 		return 1;
+	}
+
+	/* Not on tmpfs: the Coda test's containers must not be shmem files */
+	for (i = 0; i < ARRAY_SIZE(coda); i++) {
+		snprintf(path, sizeof(path), "%s/coda-v%u.elf", argv[1], i + 1);
+		err = elf_write(path, &coda[i], true);
+		if (err) {
+			fprintf(stderr, "%s: %s\n", path, strerror(-err));
+			return 1;
+		}
 	}
 
 	snprintf(corpus, sizeof(corpus), "%s/corpus", argv[1]);
