@@ -5,7 +5,7 @@
 
 BENCH_DIR := $(BUILD)/bench
 BENCH_TOOLS := $(BENCH_DIR)/mmap3-coverage $(BENCH_DIR)/mmap3-opcost \
-	$(BENCH_DIR)/mmap3-coldmap
+	$(BENCH_DIR)/mmap3-coldmap $(BENCH_DIR)/mmap3-kprofile
 
 .PHONY: bench-kernel
 
