@@ -1872,11 +1872,17 @@ static void expect_container(struct __test_metadata *_metadata,
 	ASSERT_EQ(st.st_ino, m->ino);
 }
 
-static bool same_id(const struct perf_mmap3_record *m, const unsigned char *id,
-		    unsigned int len)
+/* @m says FOUND with the build ID @id of @len bytes, the container's */
+static void expect_id(struct __test_metadata *_metadata,
+		      const struct perf_mmap3_record *m,
+		      const unsigned char *id, unsigned int len)
 {
-	return m->build_id_status == PERF_MMAP3_BUILD_ID_FOUND &&
-	       m->build_id_size == len && !memcmp(m->build_id, id, len);
+	char seen[41], want[41];
+
+	ASSERT_TRUE(m->build_id_status == PERF_MMAP3_BUILD_ID_FOUND &&
+		    m->build_id_size == len && !memcmp(m->build_id, id, len))
+		TH_LOG("status %u, build ID %s; the container has %s", m->build_id_status,
+		       hex(m->build_id, m->build_id_size, seen), hex(id, len, want));
 }
 
 /*
@@ -1942,7 +1948,7 @@ TEST_F_TIMEOUT(mmap3, coda_mapping_parses_only_the_container_page_cache, 300)
 	char cache[PATH_MAX], mnt[PATH_MAX], maps[PATH_MAX], cold[PATH_MAX];
 	char v1[PATH_MAX], v2[PATH_MAX];
 	char lib[PATH_MAX + 16], path[PATH_MAX + 16], cold_link[PATH_MAX + 16];
-	char h1[41], h2[41], buf[64];
+	char h1[41], buf[64];
 	unsigned char id1[20], id2[20], cold_id[20];
 	unsigned int len1, len2, cold_len;
 	const struct perf_mmap3_record *m;
@@ -1970,9 +1976,7 @@ TEST_F_TIMEOUT(mmap3, coda_mapping_parses_only_the_container_page_cache, 300)
 	expect_container(_metadata, m, maps, lib);
 	ASSERT_EQ(0, stat(path, &coda_st));
 	ASSERT_NE(coda_st.st_ino, m->ino);
-	ASSERT_TRUE(same_id(m, id1, len1))
-		TH_LOG("status %u, build ID %s; the container has %s", m->build_id_status,
-		       hex(m->build_id, m->build_id_size, h1), hex(id1, len1, h2));
+	expect_id(_metadata, m, id1, len1);
 	/* (d) One open, one mmap intent, no read */
 	ASSERT_EQ(1, c.open);
 	ASSERT_EQ(1, c.close);
@@ -2000,7 +2004,7 @@ TEST_F_TIMEOUT(mmap3, coda_mapping_parses_only_the_container_page_cache, 300)
 	ASSERT_LE(0, fd_a);
 	m = map_fd(self, fd_a, maps, &a);
 	ASSERT_NE(NULL, m) TH_LOG("mapping %s: %s", path, strerror(errno));
-	ASSERT_TRUE(same_id(m, id1, len1));
+	expect_id(_metadata, m, id1, len1);
 	coda_upcalls(&self->venus, getpid(), &c);
 	ASSERT_EQ(1, c.mmap);
 	ASSERT_EQ(0, c.read);
@@ -2029,9 +2033,7 @@ TEST_F_TIMEOUT(mmap3, coda_mapping_parses_only_the_container_page_cache, 300)
 		TH_LOG("the mapping of version 2 has version 1's build ID %s",
 		       hex(id1, len1, h1));
 	expect_container(_metadata, m, maps, lib);
-	ASSERT_TRUE(same_id(m, id2, len2))
-		TH_LOG("status %u, build ID %s; the container has %s", m->build_id_status,
-		       hex(m->build_id, m->build_id_size, h1), hex(id2, len2, h2));
+	expect_id(_metadata, m, id2, len2);
 	coda_upcalls(&self->venus, getpid(), &c);
 	ASSERT_EQ(2, c.mmap);
 	ASSERT_EQ(0, c.read) TH_LOG("mapping %s read it: %d read intents", path, c.read);
@@ -2039,9 +2041,7 @@ TEST_F_TIMEOUT(mmap3, coda_mapping_parses_only_the_container_page_cache, 300)
 	/* A fresh open has version 2 too */
 	m = map_coda_file(self, path, maps, &c);
 	expect_container(_metadata, m, maps, lib);
-	ASSERT_TRUE(same_id(m, id2, len2))
-		TH_LOG("status %u, build ID %s; the container has %s", m->build_id_status,
-		       hex(m->build_id, m->build_id_size, h1), hex(id2, len2, h2));
+	expect_id(_metadata, m, id2, len2);
 	ASSERT_EQ(0, c.read);
 
 	/* (a) again, with cold.elf, read in full first */
@@ -2052,9 +2052,7 @@ TEST_F_TIMEOUT(mmap3, coda_mapping_parses_only_the_container_page_cache, 300)
 	snprintf(path, sizeof(path), "%s/cold.so", mnt);
 	m = map_coda_file(self, path, maps, &c);
 	expect_container(_metadata, m, maps, cold);
-	ASSERT_TRUE(same_id(m, cold_id, cold_len))
-		TH_LOG("status %u, build ID %s; the container has %s", m->build_id_status,
-		       hex(m->build_id, m->build_id_size, h1), hex(cold_id, cold_len, h2));
+	expect_id(_metadata, m, cold_id, cold_len);
 	ASSERT_EQ(1, c.mmap);
 	ASSERT_EQ(0, c.read);
 
@@ -2067,10 +2065,7 @@ TEST_F_TIMEOUT(mmap3, coda_mapping_parses_only_the_container_page_cache, 300)
 	n = cached_pages(cold, false);
 	expect_container(_metadata, m, maps, cold);
 	if (m->build_id_status == PERF_MMAP3_BUILD_ID_FOUND) {
-		ASSERT_TRUE(same_id(m, cold_id, cold_len))
-			TH_LOG("build ID %s; the container has %s",
-			       hex(m->build_id, m->build_id_size, h1),
-			       hex(cold_id, cold_len, h2));
+		expect_id(_metadata, m, cold_id, cold_len);
 		TH_LOG("pages dropped: FOUND, the container's build ID");
 	} else {
 		ASSERT_EQ(PERF_MMAP3_BUILD_ID_UNAVAILABLE, m->build_id_status);
