@@ -52,7 +52,7 @@ class RecordSink : public CaptureSink {
   }
   void OnRoundEnd() override {
     Write(EncodeFinishedRound());
-    sorter_.FinishRound([this](Bytes r) { profile_.Process(r); });
+    sorter_.FinishRound([this](std::span<const Bytes> batch) { profile_.ProcessBatch(batch); });
   }
   void OnTick(const CaptureStats& stats) override {
     if (on_status_) on_status_(stats);
@@ -61,7 +61,7 @@ class RecordSink : public CaptureSink {
   // profiled system and lose every later record too.
   bool Failed() const override { return !status_.ok(); }
   void Finish() {
-    sorter_.Flush([this](Bytes r) { profile_.Process(r); });
+    sorter_.Flush([this](std::span<const Bytes> batch) { profile_.ProcessBatch(batch); });
   }
   const Status& status() const { return status_; }
   uint64_t late_records() const { return sorter_.late(); }
@@ -652,10 +652,16 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
 
   RecordSorter sorter;
   const SampleLayout* layout = nullptr;  // the profile's
-  auto process = [&](Bytes rec) {
-    const SampleLayout& l = format_of(rec);
-    if (&l != layout) profile.SetFormat(*(layout = &l));
-    profile.Process(rec);
+  // In batches of one format each.
+  auto process = [&](std::span<const Bytes> batch) {
+    while (!batch.empty()) {
+      const SampleLayout& l = format_of(batch[0]);
+      if (&l != layout) profile.SetFormat(*(layout = &l));
+      size_t n = 1;
+      while (n < batch.size() && &format_of(batch[n]) == layout) ++n;
+      profile.ProcessBatch(batch.first(n));
+      batch = batch.subspan(n);
+    }
   };
   const uint8_t* dropped = r.data().data();
   uint64_t framing_errors = r.ForEachRecord([&](Bytes rec) {

@@ -417,13 +417,13 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
   return {nullptr, ip, ip};
 }
 
-void Profile::OnSample(const SampleRecord& s) {
+bool Profile::BeginSample(const SampleRecord& s, SampleStart* start) {
   uint32_t event = 0;
   if (!options_.event_of_id.empty()) {
     auto it = options_.event_of_id.find(s.id);
     if (it == options_.event_of_id.end() || it->second >= event_samples_.size()) {
       ++bad_records_;  // of no event the capture has
-      return;
+      return false;
     }
     event = it->second;
   }
@@ -448,8 +448,65 @@ void Profile::OnSample(const SampleRecord& s) {
                    .first;
     hit = CommCacheEntry{task_key, cached->second, comm_generation_};
   }
-  const uint32_t comm = hit.comm;
-  const Space space = SampleSpace(s.misc);
+  start->period = period;
+  start->comm = hit.comm;
+  start->space = SampleSpace(s.misc);
+  start->memo_hash = 0;
+  if (Memoized()) {
+    const std::array<uint64_t, 3> head = MemoHead(s, *start);
+    start->memo_hash = memo_.HashOf(head, s.callchain.bytes());
+  }
+  return true;
+}
+
+void Profile::OnSample(const SampleRecord& s) {
+  SampleStart start;
+  if (BeginSample(s, &start)) FinishSample(s, start);
+}
+
+void Profile::ProcessBatch(std::span<const Bytes> records) {
+  // Samples are taken in chunks: each sample's event, task and memo hash
+  // first (in order, as OnSample would), with its memo slot prefetched;
+  // then each one's memo entry prefetched; then the rest, in order.  The
+  // misses of a chunk's slots and entries overlap instead of following
+  // each other.  Between two records other than samples nothing a sample
+  // resolves against changes (they are what starts a new epoch), and the
+  // first pass touches only what the last does not read (the counts per
+  // event, the task names), so the counts are those of Process() record
+  // by record.
+  constexpr size_t kChunk = 16;
+  SampleRecord samples[kChunk];
+  SampleStart starts[kChunk];
+  size_t i = 0;
+  while (i < records.size()) {
+    size_t n = 0;
+    for (; i < records.size() && n < kChunk; ++i) {
+      const Bytes record = records[i];
+      perf_event_header h;
+      if (record.size() < sizeof(h)) break;
+      std::memcpy(&h, record.data(), sizeof(h));
+      if (h.type != PERF_RECORD_SAMPLE) break;
+      const DecodeStatus status = DecodeSampleRecord(record, layout_, &samples[n]);
+      if (status != DecodeStatus::kOk) {
+        if (status != DecodeStatus::kIgnored) ++bad_records_;
+        continue;
+      }
+      if (!BeginSample(samples[n], &starts[n])) continue;
+      if (Memoized()) memo_.PrefetchSlot(starts[n].memo_hash);
+      ++n;
+    }
+    if (Memoized())
+      for (size_t k = 0; k < n; ++k) memo_.PrefetchEntry(starts[k].memo_hash);
+    for (size_t k = 0; k < n; ++k) FinishSample(samples[k], starts[k]);
+    // A record that is not a sample ends the chunk: on its own, after it.
+    if (n < kChunk && i < records.size()) Process(records[i++]);
+  }
+}
+
+void Profile::FinishSample(const SampleRecord& s, const SampleStart& start) {
+  const uint64_t period = start.period;
+  const uint32_t comm = start.comm;
+  const Space space = start.space;
   auto count_leaf = [&](const MappedObject* object, uint64_t offset) {
     if (object == nullptr) ++unattributed_;
     if (object != nullptr && object->source == BuildIdSource::kBpf) CountBpfSample(s.ip);
@@ -461,11 +518,10 @@ void Profile::OnSample(const SampleRecord& s) {
   // than the ids).
   ChainMemo::Entry memo = ChainMemo::kFull;
   ChainMemo::Ids ids;
-  if ((options_.callchains || options_.controls.children) && !options_.script &&
-      !options_.sample_frames) {
-    const uint64_t head[] = {uint64_t{s.pid} << 32 | comm, static_cast<uint64_t>(space), s.ip};
+  if (Memoized()) {
+    const std::array<uint64_t, 3> head = MemoHead(s, start);
     bool valid = false;
-    memo = memo_.Lookup(head, s.callchain.bytes(), epoch_, &valid);
+    memo = memo_.Lookup(head, s.callchain.bytes(), start.memo_hash, epoch_, &valid);
     if (valid) {
       ids = memo_.Get(memo);
       count_leaf(ids.leaf_object, ids.leaf_offset);

@@ -9,7 +9,8 @@
 // Contract: Push() copies the record (ring buffers are reused as soon as the
 // tail moves); PushView() keeps only a view, for bytes that outlive the
 // sorter (a mapped perf.data file).  Callbacks get spans valid only during
-// the call.  Records without a timestamp are given
+// the call; a callback that takes a span of records gets them in batches
+// (up to 64, in order).  Records without a timestamp are given
 // the time of the latest record pushed before them (so they keep their place
 // relative to their own buffer).  Ties keep push order.
 //
@@ -23,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace mmap3 {
@@ -94,12 +96,32 @@ template <typename Fn>
 size_t RecordSorter::Release(uint64_t limit, Fn& fn) {
   Sort();
   size_t n = 0;
-  while (n < entries_.size() && entries_[n].time <= limit) {
-    const Entry& e = entries_[n];
-    fn(std::span<const uint8_t>(e.Data(storage_), e.size));
-    released_max_ = e.time;
-    released_any_ = true;
-    ++n;
+  if constexpr (std::is_invocable_v<Fn&, std::span<const std::span<const uint8_t>>>) {
+    // In batches, in order: every record released stays where it is until
+    // Compact() below.
+    constexpr size_t kBatch = 64;
+    std::span<const uint8_t> batch[kBatch];
+    size_t k = 0;
+    while (n < entries_.size() && entries_[n].time <= limit) {
+      const Entry& e = entries_[n];
+      batch[k++] = std::span<const uint8_t>(e.Data(storage_), e.size);
+      released_max_ = e.time;
+      released_any_ = true;
+      ++n;
+      if (k == kBatch) {
+        fn(std::span<const std::span<const uint8_t>>(batch, k));
+        k = 0;
+      }
+    }
+    if (k != 0) fn(std::span<const std::span<const uint8_t>>(batch, k));
+  } else {
+    while (n < entries_.size() && entries_[n].time <= limit) {
+      const Entry& e = entries_[n];
+      fn(std::span<const uint8_t>(e.Data(storage_), e.size));
+      released_max_ = e.time;
+      released_any_ = true;
+      ++n;
+    }
   }
   Compact(n);
   return n;

@@ -138,7 +138,7 @@ class ChainMemo {
 
   // `hash` replaces the hash function (tests use a constant one so that
   // every key shares one bucket and one tag); null: Hash().
-  explicit ChainMemo(HashFn hash = nullptr) : hash_(hash) {}
+  explicit ChainMemo(HashFn hash = nullptr) : hash_(hash != nullptr ? hash : DefaultHash()) {}
 
   // The entry for the key `head` followed by the words in `tail` (8 bytes
   // each, in memory order, not necessarily aligned), inserted if absent.
@@ -148,7 +148,32 @@ class ChainMemo {
   // (the memo's words would pass 2^32): the caller resolves the chain.
   // An entry stays valid until the next Lookup.
   Entry Lookup(std::span<const uint64_t> head, std::span<const uint8_t> tail, uint64_t epoch,
-               bool* valid);
+               bool* valid) {
+    return Lookup(head, tail, HashOf(head, tail), epoch, valid);
+  }
+  // The same with the key's hash, HashOf(head, tail), already computed.
+  Entry Lookup(std::span<const uint64_t> head, std::span<const uint8_t> tail, uint64_t hash,
+               uint64_t epoch, bool* valid);
+  uint64_t HashOf(std::span<const uint64_t> head, std::span<const uint8_t> tail) const {
+    return hash_(head, tail);
+  }
+
+  // Hints that the key of `hash` will be looked up soon: a batch of lookups
+  // first prefetches each key's slot, then (PrefetchEntry, once the slots
+  // have come) the entry the slot names, so that their cache misses
+  // overlap instead of following each other.  Neither changes anything.
+  void PrefetchSlot(uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]);
+  }
+  void PrefetchEntry(uint64_t hash) const {
+    if (slots_.empty()) return;
+    const Slot& slot = slots_[hash & (slots_.size() - 1)];
+    // Only the first probe's: most keys are found there.
+    if (slot.entry == 0 || slot.tag != static_cast<uint32_t>(hash >> 32)) return;
+    const char* w = reinterpret_cast<const char*>(words_.data() + (slot.entry - 1));
+    // The header and a 16-deep chain's words: four cache lines.
+    for (int line = 0; line < 4; ++line) __builtin_prefetch(w + line * 64);
+  }
   Ids Get(Entry e) const {
     Ids ids;
     ids.stack = static_cast<uint32_t>(words_[e + kStackChain]);
@@ -165,8 +190,14 @@ class ChainMemo {
 
   size_t size() const { return count_; }
 
-  // The hash Lookup() uses (tests).
-  static uint64_t Hash(std::span<const uint64_t> head, std::span<const uint8_t> tail);
+  // The hash Lookup() uses by default (tests): CRC32C where the CPU has
+  // it, else multiplies.
+  static uint64_t Hash(std::span<const uint64_t> head, std::span<const uint8_t> tail) {
+    return DefaultHash()(head, tail);
+  }
+  static HashFn DefaultHash();
+  // The hash of CPUs without CRC32C (tests run the memo with it too).
+  static HashFn PortableHash();
 
  private:
   // An entry's words: a header, then the key.
@@ -177,7 +208,7 @@ class ChainMemo {
   };
   void Grow();
 
-  HashFn hash_;  // null: Hash(), inlined
+  HashFn hash_;
   std::vector<Slot> slots_;
   std::vector<uint64_t> words_;
   size_t count_ = 0;

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -735,6 +737,102 @@ TEST(ProfileTest, TheSameChainAfterAMappingChangeOrInAnotherProcessIsResolvedAga
       {"app;[unknown]+0x1010;[unknown]+0x1020;[unknown]+0x1030", 3},
       {"app;[unknown]+0x2010;[unknown]+0x2020;[unknown]+0x2030", 1}};
   EXPECT_EQ(got, want);
+}
+
+// ProcessBatch() overlaps the work of a run of samples; what it counts must
+// be what Process() counts record by record, whatever the batches: with
+// mappings, forks, exits and renames between the samples (each of which
+// changes what the next samples resolve to), bad samples, chains seen
+// again and first seen, in every mode a report has.
+TEST(ProfileTest, BatchesCountWhatRecordByRecordCounts) {
+  std::mt19937_64 rng(11);
+  const uint64_t user = static_cast<uint64_t>(PERF_CONTEXT_USER);
+  const uint64_t kernel = static_cast<uint64_t>(PERF_CONTEXT_KERNEL);
+  // A few chains, seen again and again (memo hits) until a record other
+  // than a sample changes what they resolve to.
+  std::vector<std::vector<uint64_t>> chains;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<uint64_t> c;
+    if (i % 4 == 3) {
+      c.push_back(kernel);
+      c.push_back(0xffffffff81000000ull + rng() % 0x1000);
+    }
+    if (i % 3 != 2) {
+      c.push_back(user);
+      for (size_t d = rng() % 20; d > 0; --d) c.push_back(kBase + rng() % 0x30000);
+    }
+    chains.push_back(c);
+  }
+  std::vector<std::vector<uint8_t>> records;
+  uint64_t t = 1;
+  for (uint32_t pid = 10; pid < 16; ++pid) records.push_back(Comm(pid, pid % 2 ? "a" : "b", t++));
+  for (int i = 0; i < 4000; ++i) {
+    const uint32_t pid = 10 + static_cast<uint32_t>(rng() % 6);
+    const uint64_t r = rng() % 100;
+    if (r < 3) {
+      records.push_back(Mmap(pid, fmt::format("/x/lib{}.so", rng() % 3), rng() % 2 ? kIdV1 : nullptr,
+                             t++, kBase + (rng() % 4) * 0x8000));
+    } else if (r < 4) {
+      records.push_back(Fork(pid, 10 + static_cast<uint32_t>(rng() % 6), t++));
+    } else if (r < 5) {
+      TaskRecord e;
+      e.exit = true;
+      e.pid = e.tid = e.ppid = e.ptid = pid;
+      e.time = t;
+      e.sample_id = Sid(pid, t++);
+      records.push_back(EncodeTask(e, kFormat));
+    } else if (r < 6) {
+      records.push_back(Comm(pid, rng() % 2 ? "a" : "c", t++, rng() % 2 != 0));
+    } else if (r < 7) {
+      auto bad = Sample(pid, kBase + 0x40, t++, chains[rng() % chains.size()]);
+      bad.resize(bad.size() - 8);  // shorter than its header says
+      records.push_back(bad);
+    } else {
+      const auto& chain = chains[rng() % chains.size()];
+      const bool in_kernel = !chain.empty() && chain[0] == kernel;
+      const uint64_t ip = chain.size() > 1 ? chain[1] : kBase + rng() % 0x30000;
+      records.push_back(Sample(pid, ip, t++, chain, in_kernel, 1 + rng() % 5));
+    }
+  }
+  auto report = [&](ProfileOptions o, bool batches) {
+    Profile p(o);
+    p.SetFormat(kFormat);
+    std::vector<Bytes> views(records.begin(), records.end());
+    std::mt19937_64 split(5);
+    for (size_t i = 0; i < views.size();) {
+      const size_t n = batches ? std::min<size_t>(views.size() - i, 1 + split() % 80) : 1;
+      if (batches)
+        p.ProcessBatch(std::span<const Bytes>(views).subspan(i, n));
+      else
+        p.Process(views[i]);
+      i += n;
+    }
+    SymbolSearch s;
+    s.debug_dir = "";
+    const ReportModel m = ReportWith(p, s);
+    std::ostringstream out;
+    WriteTextReport(m, out);
+    WriteFoldedReport(m, out);
+    WriteJsonReport(m, out);
+    out << p.samples() << " " << p.bad_records() << " " << p.unattributed() << " " << p.locations();
+    return out.str();
+  };
+  for (int mode = 0; mode < 6; ++mode) {
+    ProfileOptions o;
+    o.callchains = mode == 1 || mode == 3;
+    o.controls.children = mode == 2 || mode == 3;
+    o.script = mode == 4;
+    o.sample_frames = mode == 5;
+    const std::string one = report(o, false), batched = report(o, true);
+    // The first line that differs, not two whole reports.
+    std::istringstream a(one), b(batched);
+    std::string la, lb;
+    int line = 0;
+    while (std::getline(a, la) && std::getline(b, lb) && la == lb) ++line;
+    EXPECT_TRUE(one == batched) << "mode " << mode << ", line " << line << ":\n  one by one: " << la
+                                << "\n  batched:    " << lb;
+    EXPECT_NE(one.find("[unknown]"), std::string::npos) << "mode " << mode;
+  }
 }
 
 TEST(ProfileTest, OverheadIsTheShareOfThePeriod) {

@@ -128,8 +128,9 @@ TEST(RecordSorterTest, ViewsAndCopiesMixAcrossCompaction) {
 // and round, and random ones: 1 to 9 runs a round, times with many ties),
 // released in rounds and at the end.  Every record comes out once, in
 // (time, push order), and each round releases exactly those up to the
-// previous round's largest time.
-TEST(RecordSorterTest, ReleasesExactlyWhatAStableSortWould) {
+// previous round's largest time.  With a callback that takes batches, the
+// same records in the same order, at most 64 at a time.
+void ReleasesExactlyWhatAStableSortWould(bool batches) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 200; ++trial) {
     RecordSorter s;
@@ -138,14 +139,24 @@ TEST(RecordSorterTest, ReleasesExactlyWhatAStableSortWould) {
     };
     std::vector<Pushed> pending;
     std::vector<uint64_t> out, want;
-    auto sink = [&](std::span<const uint8_t> r) { out.push_back(Tag(r)); };
+    auto one = [&](std::span<const uint8_t> r) { out.push_back(Tag(r)); };
+    auto many = [&](std::span<const std::span<const uint8_t>> batch) {
+      EXPECT_GE(batch.size(), 1u);
+      EXPECT_LE(batch.size(), 64u);
+      for (std::span<const uint8_t> r : batch) {
+        EXPECT_EQ(r.size(), 16u);
+        out.push_back(Tag(r));
+      }
+    };
+    auto finish_round = [&] { return batches ? s.FinishRound(many) : s.FinishRound(one); };
     uint64_t tag = 0, previous_max = 0, round_max = 0, base = 0;
     const int rounds = 1 + static_cast<int>(rng() % 6);
     for (int round = 0; round < rounds; ++round) {
       const int runs = 1 + static_cast<int>(rng() % 9);
       for (int run = 0; run < runs; ++run) {
         uint64_t t = base + rng() % 50;
-        const int n = static_cast<int>(rng() % 12);
+        // Now and then a long run: rounds of more than one batch.
+        const int n = static_cast<int>(rng() % (run == 0 && rng() % 4 == 0 ? 90 : 12));
         for (int i = 0; i < n; ++i) {
           t += rng() % 3;  // in order within a run, ties included
           s.Push(t, Rec(tag));
@@ -160,15 +171,24 @@ TEST(RecordSorterTest, ReleasesExactlyWhatAStableSortWould) {
       size_t k = 0;
       while (k < pending.size() && pending[k].time <= previous_max) want.push_back(pending[k++].tag);
       pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(k));
-      EXPECT_EQ(s.FinishRound(sink), k);
+      EXPECT_EQ(finish_round(), k);
       previous_max = round_max;
       ASSERT_EQ(out, want) << "trial " << trial << " round " << round;
     }
     for (const Pushed& p : pending) want.push_back(p.tag);
-    s.Flush(sink);
+    if (batches)
+      s.Flush(many);
+    else
+      s.Flush(one);
     ASSERT_EQ(out, want) << "trial " << trial;
     EXPECT_EQ(s.pending(), 0u);
   }
+}
+
+TEST(RecordSorterTest, ReleasesExactlyWhatAStableSortWould) { ReleasesExactlyWhatAStableSortWould(false); }
+
+TEST(RecordSorterTest, ReleasesInBatchesExactlyWhatAStableSortWould) {
+  ReleasesExactlyWhatAStableSortWould(true);
 }
 
 }  // namespace

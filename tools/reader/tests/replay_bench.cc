@@ -120,7 +120,7 @@ int InMemory(size_t total) {
   const SampleLayout layout(f);
   profile.SetFormat(layout);
   RecordSorter sorter;
-  auto process = [&](Bytes r) { profile.Process(r); };
+  auto process = [&](std::span<const Bytes> batch) { profile.ProcessBatch(batch); };
   const auto t0 = std::chrono::steady_clock::now();
   size_t next_round = 0;
   for (size_t i = 0; i < records.size(); ++i) {
@@ -328,7 +328,7 @@ int Replay(const std::string& file, int repeat, bool copy, bool g, bool children
     Profile profile(std::move(options));
     profile.SetFormat(layout);
     RecordSorter sorter;
-    auto process = [&](Bytes rec) { profile.Process(rec); };
+    auto process = [&](std::span<const Bytes> batch) { profile.ProcessBatch(batch); };
     records = 0;
     const std::clock_t c0 = std::clock();
     const auto t0 = std::chrono::steady_clock::now();

@@ -144,7 +144,8 @@ void EachKeyFindsOnlyItsOwnIds(ChainMemo::HashFn hash) {
   std::mt19937_64 rng(7);
   std::vector<std::vector<uint64_t>> keys;
   for (int i = 0; i < (hash == nullptr ? 3000 : 300); ++i) {
-    std::vector<uint64_t> k(rng() % 20);
+    // Up to 40 words: several of the compare's 64-byte blocks.
+    std::vector<uint64_t> k(rng() % (i % 2 ? 20 : 41));
     for (auto& w : k) w = rng() % 4;  // few values: many shared prefixes
     keys.push_back(k);
   }
@@ -155,8 +156,9 @@ void EachKeyFindsOnlyItsOwnIds(ChainMemo::HashFn hash) {
   keys.push_back({1, 2, 3, 0});
   std::map<std::vector<uint64_t>, uint32_t> want;  // key -> stack id set on it
   auto lookup = [&](const std::vector<uint64_t>& k, uint64_t epoch, bool* valid) {
-    // The first word (if any) as the head, the rest as the tail's bytes.
-    const size_t head = std::min<size_t>(k.size(), 1);
+    // The first words (up to three, as many as the key's length says) as
+    // the head, the rest as the tail's bytes.
+    const size_t head = std::min<size_t>(k.size(), k.size() % 4);
     std::vector<uint8_t> tail((k.size() - head) * 8);
     if (!tail.empty()) std::memcpy(tail.data(), k.data() + head, tail.size());
     return memo.Lookup(std::span<const uint64_t>(k.data(), head), tail, epoch, valid);
@@ -215,6 +217,46 @@ void EachKeyFindsOnlyItsOwnIds(ChainMemo::HashFn hash) {
 }
 
 TEST(ChainMemo, EachKeyFindsOnlyItsOwnIdsAndEpochsExpire) { EachKeyFindsOnlyItsOwnIds(nullptr); }
+
+TEST(ChainMemo, EachKeyFindsOnlyItsOwnIdsWithThePortableHash) {
+  EachKeyFindsOnlyItsOwnIds(ChainMemo::PortableHash());
+}
+
+// Keys of one hash that differ from a stored key in one word only, at each
+// place a key of up to 40 words has (head or tail, every position of the
+// compare's blocks): each is its own entry.
+TEST(ChainMemo, AKeyDifferingInAnyOneWordIsAnotherKey) {
+  for (size_t words = 1; words <= 40; ++words) {
+    ChainMemo memo([](std::span<const uint64_t>, std::span<const uint8_t>) { return uint64_t{7}; });
+    const size_t head = words % 4 < words ? words % 4 : words;
+    std::vector<uint64_t> key(words);
+    for (size_t i = 0; i < words; ++i) key[i] = 0x7f0000001000ull + i * 0x10;
+    auto lookup = [&](const std::vector<uint64_t>& k, bool* valid) {
+      std::vector<uint8_t> tail((k.size() - head) * 8);
+      if (!tail.empty()) std::memcpy(tail.data(), k.data() + head, tail.size());
+      return memo.Lookup(std::span<const uint64_t>(k.data(), head), tail, 1, valid);
+    };
+    bool valid = true;
+    const ChainMemo::Entry original = lookup(key, &valid);
+    ASSERT_FALSE(valid);
+    memo.Set(original, ChainMemo::Ids{1, 0, nullptr, 0});
+    for (size_t i = 0; i < words; ++i) {
+      for (uint64_t bit : {uint64_t{1}, uint64_t{1} << 63}) {
+        std::vector<uint64_t> other = key;
+        other[i] ^= bit;
+        valid = true;
+        const ChainMemo::Entry e = lookup(other, &valid);
+        EXPECT_FALSE(valid) << words << " words, word " << i << " differs";
+        EXPECT_NE(e, original) << words << " words, word " << i << " differs";
+        memo.Set(e, ChainMemo::Ids{2, 0, nullptr, 0});
+      }
+    }
+    valid = false;
+    EXPECT_EQ(lookup(key, &valid), original);
+    EXPECT_TRUE(valid);
+    EXPECT_EQ(memo.Get(original).stack, 1u);
+  }
+}
 
 // Every key in one bucket with one tag: only the words tell them apart.
 TEST(ChainMemo, KeysWithOneHashAreToldApartByTheirWords) {
