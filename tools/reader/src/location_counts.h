@@ -26,6 +26,29 @@ class LocationCounts {
     if (pending_size_ == kBatch) Drain();
   }
 
+  // Add() at once, returning the location's id: dense, stable, valid for
+  // Count() (batched adds before it are counted first, so locations are
+  // placed in the order they were added, as with Add()).
+  uint32_t AddNow(uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n = 1,
+                  uint64_t period = 1) {
+    Drain();
+    if ((size_ + 1) * 2 > slots_.size()) Grow(size_ + 1);
+    Slot& s = Find(Hash(comm, object, offset), comm, object, offset);
+    if (s.id == 0) {
+      s = Slot{object, offset, 0, 0, comm, static_cast<uint32_t>(++size_)};
+      slot_of_id_.push_back(static_cast<uint32_t>(&s - slots_.data()));
+    }
+    s.count += n;
+    s.period += period;
+    return s.id - 1;
+  }
+  // Counts at the location `id` (from AddNow): no hash, no probe; batched
+  // as Add() is.
+  void Count(uint32_t id, uint64_t n, uint64_t period) {
+    pending_ids_[pending_ids_size_++] = PendingId{id, n, period};
+    if (pending_ids_size_ == kBatch) Drain();
+  }
+
   size_t size() const {
     Drain();
     return size_;
@@ -37,7 +60,7 @@ class LocationCounts {
   void ForEach(Fn&& fn) const {
     Drain();
     for (const Slot& s : slots_)
-      if (s.used) fn(s.comm, s.object, s.offset, s.count, s.period);
+      if (s.id != 0) fn(s.comm, s.object, s.offset, s.count, s.period);
   }
 
  private:
@@ -47,7 +70,7 @@ class LocationCounts {
     uint64_t count;
     uint64_t period;
     uint32_t comm;
-    uint32_t used;
+    uint32_t id;  // the location's id + 1; 0: an empty slot
   };
   struct Pending {
     const MappedObject* object;
@@ -76,11 +99,20 @@ class LocationCounts {
     const size_t mask = slots_.size() - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
       Slot& s = slots_[i];
-      if (!s.used || (s.offset == offset && s.object == object && s.comm == comm)) return s;
+      if (s.id == 0 || (s.offset == offset && s.object == object && s.comm == comm)) return s;
     }
   }
 
   void Drain() const {
+    for (size_t i = 0; i < pending_ids_size_; ++i)
+      __builtin_prefetch(&slots_[slot_of_id_[pending_ids_[i].id]], 1);
+    for (size_t i = 0; i < pending_ids_size_; ++i) {
+      const PendingId& p = pending_ids_[i];
+      Slot& s = slots_[slot_of_id_[p.id]];
+      s.count += p.n;
+      s.period += p.period;
+    }
+    pending_ids_size_ = 0;
     if ((size_ + pending_size_) * 2 > slots_.size()) Grow(size_ + pending_size_);
     const size_t mask = slots_.size() - 1;
     for (size_t i = 0; i < pending_size_; ++i) {
@@ -91,9 +123,9 @@ class LocationCounts {
     for (size_t i = 0; i < pending_size_; ++i) {
       const Pending& p = pending_[i];
       Slot& s = Find(p.hash, p.comm, p.object, p.offset);
-      if (!s.used) {
-        s = Slot{p.object, p.offset, 0, 0, p.comm, 1};
-        ++size_;
+      if (s.id == 0) {
+        s = Slot{p.object, p.offset, 0, 0, p.comm, static_cast<uint32_t>(++size_)};
+        slot_of_id_.push_back(static_cast<uint32_t>(&s - slots_.data()));
       }
       s.count += p.n;
       s.period += p.period;
@@ -106,8 +138,12 @@ class LocationCounts {
     while (want * 2 > capacity) capacity *= 2;
     std::vector<Slot> old(capacity, Slot{});
     old.swap(slots_);
-    for (const Slot& s : old)
-      if (s.used) Find(Hash(s.comm, s.object, s.offset), s.comm, s.object, s.offset) = s;
+    for (const Slot& s : old) {
+      if (s.id == 0) continue;
+      Slot& to = Find(Hash(s.comm, s.object, s.offset), s.comm, s.object, s.offset);
+      to = s;
+      slot_of_id_[s.id - 1] = static_cast<uint32_t>(&to - slots_.data());
+    }
   }
 
   // Mutable: reading drains the pending batch first; the counts a reader
@@ -116,6 +152,13 @@ class LocationCounts {
   mutable size_t size_ = 0;
   mutable Pending pending_[kBatch];
   mutable size_t pending_size_ = 0;
+  struct PendingId {
+    uint32_t id;
+    uint64_t n, period;
+  };
+  mutable PendingId pending_ids_[kBatch];
+  mutable size_t pending_ids_size_ = 0;
+  mutable std::vector<uint32_t> slot_of_id_;  // where each location's slot is
 };
 
 }  // namespace mmap3

@@ -507,10 +507,10 @@ void Profile::FinishSample(const SampleRecord& s, const SampleStart& start) {
   const uint64_t period = start.period;
   const uint32_t comm = start.comm;
   const Space space = start.space;
-  auto count_leaf = [&](const MappedObject* object, uint64_t offset) {
+  // The leaf's own counts, but the flat one.
+  auto note_leaf = [&](const MappedObject* object) {
     if (object == nullptr) ++unattributed_;
     if (object != nullptr && object->source == BuildIdSource::kBpf) CountBpfSample(s.ip);
-    flat_.Add(comm, object, offset, 1, period);
   };
   // A chain seen before, in the same processes' state, resolves to the
   // same stacks and the same leaf: counted by their ids without resolving
@@ -524,14 +524,21 @@ void Profile::FinishSample(const SampleRecord& s, const SampleStart& start) {
     memo = memo_.Lookup(head, s.callchain.bytes(), start.memo_hash, epoch_, &valid);
     if (valid) {
       ids = memo_.Get(memo);
-      count_leaf(ids.leaf_object, ids.leaf_offset);
+      note_leaf(ids.leaf_object);
+      flat_.Count(ids.location, 1, period);
       if (options_.callchains) stacks_.Count(ids.stack, period);
       if (options_.controls.children) chains_.Count(ids.chain, period);
       return;
     }
   }
   Frame leaf = Resolve(s.pid, s.ip, space);
-  count_leaf(leaf.object, leaf.offset);
+  note_leaf(leaf.object);
+  // A memo entry keeps the location's id: its next hit counts there
+  // without hashing it again.
+  if (memo != ChainMemo::kFull)
+    ids.location = flat_.AddNow(comm, leaf.object, leaf.offset, 1, period);
+  else
+    flat_.Add(comm, leaf.object, leaf.offset, 1, period);
   ids.leaf_object = leaf.object;
   ids.leaf_offset = leaf.offset;
   if (!options_.callchains && !options_.sample_frames && !options_.controls.children &&

@@ -127,9 +127,11 @@ class ChainMemo {
  public:
   struct Ids {
     uint32_t stack = 0, chain = 0;
-    // Where the sample's own ip resolved (its flat count's location).
+    // Where the sample's own ip resolved, and the id of its flat count's
+    // location (the caller's).
     const MappedObject* leaf_object = nullptr;
     uint64_t leaf_offset = 0;
+    uint32_t location = 0;
   };
   // An entry, named by where it starts in the memo's words.
   using Entry = uint32_t;
@@ -180,12 +182,14 @@ class ChainMemo {
     ids.chain = static_cast<uint32_t>(words_[e + kStackChain] >> 32);
     ids.leaf_object = reinterpret_cast<const MappedObject*>(words_[e + kLeafObject]);
     ids.leaf_offset = words_[e + kLeafOffset];
+    ids.location = static_cast<uint32_t>(words_[e + kLocation]);
     return ids;
   }
   void Set(Entry e, const Ids& ids) {
     words_[e + kStackChain] = uint64_t{ids.chain} << 32 | ids.stack;
     words_[e + kLeafObject] = reinterpret_cast<uintptr_t>(ids.leaf_object);
     words_[e + kLeafOffset] = ids.leaf_offset;
+    words_[e + kLocation] = ids.location;
   }
 
   size_t size() const { return count_; }
@@ -201,7 +205,7 @@ class ChainMemo {
 
  private:
   // An entry's words: a header, then the key.
-  enum : uint32_t { kHash, kEpoch, kSize, kStackChain, kLeafObject, kLeafOffset, kHeader };
+  enum : uint32_t { kHash, kEpoch, kSize, kStackChain, kLeafObject, kLeafOffset, kLocation, kHeader };
   struct Slot {
     uint32_t tag;    // the hash's high half
     uint32_t entry;  // Entry + 1; 0 is empty

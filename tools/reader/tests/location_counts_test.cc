@@ -4,6 +4,7 @@
 
 #include <map>
 #include <random>
+#include <set>
 #include <tuple>
 
 namespace mmap3 {
@@ -58,6 +59,45 @@ TEST(LocationCounts, AgreesWithAMapThroughGrowth) {
   std::map<Key, uint64_t> periods;
   EXPECT_EQ(Collect(counts, &periods), want);
   EXPECT_EQ(periods, want_period);
+}
+
+// Ids from AddNow(), counted by Count(), mixed with batched Add()s,
+// through the table's growth: the same counts as a map; each location has
+// one id, dense, kept while the table grows.
+TEST(LocationCounts, IdsCountWhereTheirLocationIsThroughGrowth) {
+  std::mt19937_64 rng(9);
+  LocationCounts counts;
+  std::map<Key, uint64_t> want, want_period;
+  std::map<Key, uint32_t> ids;
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t comm = static_cast<uint32_t>(rng() % 3);
+    const auto* object = reinterpret_cast<const MappedObject*>((rng() % 4) * 64);
+    const uint64_t offset = (rng() % 20000) * 4;
+    const uint64_t period = 1 + rng() % 1000;
+    const Key key{comm, object, offset};
+    auto id = ids.find(key);
+    if (id != ids.end() && rng() % 2 == 0) {
+      counts.Count(id->second, 1, period);
+    } else if (rng() % 3 == 0) {
+      const uint32_t got = counts.AddNow(comm, object, offset, 1, period);
+      if (id != ids.end()) EXPECT_EQ(got, id->second) << "one location, one id";
+      ids[key] = got;
+    } else {
+      counts.Add(comm, object, offset, 1, period);
+    }
+    ++want[key];
+    want_period[key] += period;
+  }
+  EXPECT_EQ(counts.size(), want.size());
+  std::map<Key, uint64_t> periods;
+  EXPECT_EQ(Collect(counts, &periods), want);
+  EXPECT_EQ(periods, want_period);
+  std::set<uint32_t> distinct;
+  for (const auto& [key, id] : ids) {
+    EXPECT_LT(id, want.size()) << "dense";
+    distinct.insert(id);
+  }
+  EXPECT_EQ(distinct.size(), ids.size());
 }
 
 TEST(LocationCounts, EmptyHasNothing) {
