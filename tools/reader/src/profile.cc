@@ -417,7 +417,9 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
   return {nullptr, ip, ip};
 }
 
-bool Profile::BeginSample(const SampleRecord& s, SampleStart* start) {
+// Inlined: OnSample() is the flat replay's hot path, where a call between
+// the two halves costs about 35 instructions a sample (callgrind).
+[[gnu::always_inline]] inline bool Profile::BeginSample(const SampleRecord& s, SampleStart* start) {
   uint32_t event = 0;
   if (!options_.event_of_id.empty()) {
     auto it = options_.event_of_id.find(s.id);
@@ -467,14 +469,21 @@ void Profile::OnSample(const SampleRecord& s) {
 void Profile::ProcessBatch(std::span<const Bytes> records) {
   // Samples are taken in chunks: each sample's event, task and memo hash
   // first (in order, as OnSample would), with its memo slot prefetched;
-  // then each one's memo entry prefetched; then the rest, in order.  The
+  // then the rest, in order, each with the memo entry of the sample kAhead
+  // after it prefetched.  The
   // misses of a chunk's slots and entries overlap instead of following
   // each other.  Between two records other than samples nothing a sample
   // resolves against changes (they are what starts a new epoch), and the
   // first pass touches only what the last does not read (the counts per
   // event, the task names), so the counts are those of Process() record
   // by record.
-  constexpr size_t kChunk = 16;
+  // Without chains there is nothing to prefetch ahead of a sample: record
+  // by record is faster (measured on the flat replay row).
+  if (!Memoized()) {
+    for (Bytes record : records) Process(record);
+    return;
+  }
+  constexpr size_t kChunk = 64, kAhead = 16;
   SampleRecord samples[kChunk];
   SampleStart starts[kChunk];
   size_t i = 0;
@@ -492,18 +501,23 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
         continue;
       }
       if (!BeginSample(samples[n], &starts[n])) continue;
-      if (Memoized()) memo_.PrefetchSlot(starts[n].memo_hash);
+      memo_.PrefetchSlot(starts[n].memo_hash);
       ++n;
     }
-    if (Memoized())
-      for (size_t k = 0; k < n; ++k) memo_.PrefetchEntry(starts[k].memo_hash);
-    for (size_t k = 0; k < n; ++k) FinishSample(samples[k], starts[k]);
+    // Each entry kAhead samples before its turn: far enough for it to come,
+    // near enough for its slot to have come first.
+    for (size_t k = 0; k < n && k < kAhead; ++k) memo_.PrefetchEntry(starts[k].memo_hash);
+    for (size_t k = 0; k < n; ++k) {
+      if (k + kAhead < n) memo_.PrefetchEntry(starts[k + kAhead].memo_hash);
+      FinishSample(samples[k], starts[k]);
+    }
     // A record that is not a sample ends the chunk: on its own, after it.
     if (n < kChunk && i < records.size()) Process(records[i++]);
   }
 }
 
-void Profile::FinishSample(const SampleRecord& s, const SampleStart& start) {
+[[gnu::always_inline]] inline void Profile::FinishSample(const SampleRecord& s,
+                                                          const SampleStart& start) {
   const uint64_t period = start.period;
   const uint32_t comm = start.comm;
   const Space space = start.space;
