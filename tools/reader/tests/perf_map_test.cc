@@ -124,7 +124,9 @@ TEST(PerfMapTest, AnAddressCoveredByLinesOfSeveralNamesHasNone) {
               PerfMapTaken::kExit, 0);
   auto name = [&](uint64_t a) {
     const PerfMapEntry* e = map.Find(a);
-    if (e != nullptr) EXPECT_FALSE(map.SeveralNames(a)) << a;
+    if (e != nullptr) {
+      EXPECT_FALSE(map.SeveralNames(a)) << a;
+    }
     return e != nullptr ? e->name : map.SeveralNames(a) ? "(several)" : "(none)";
   };
   EXPECT_EQ(name(0xfff), "(none)");

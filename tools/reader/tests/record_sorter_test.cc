@@ -119,7 +119,9 @@ TEST(RecordSorterTest, ViewsAndCopiesMixAcrossCompaction) {
   ASSERT_EQ(out.size(), 1200u);
   for (uint64_t i = 0; i < out.size(); ++i) {
     ASSERT_EQ(out[i], i);
-    if (i % 2 == 1) EXPECT_EQ(where[i], kept[i / 2].data()) << "view " << i << " was copied";
+    if (i % 2 == 1) {
+      EXPECT_EQ(where[i], kept[i / 2].data()) << "view " << i << " was copied";
+    }
   }
 }
 
