@@ -5,27 +5,11 @@
 
 namespace mmap3 {
 
-RecordSorter::Entry RecordSorter::MakeEntry(std::optional<uint64_t> time, size_t size,
-                                            uintptr_t where, bool view) {
-  uint64_t t = time.value_or(last_time_);
-  if (time) last_time_ = t;
-  if (released_any_ && t < released_max_) ++late_;
-  if (t > round_max_) round_max_ = t;
-  // A time lower than the last one pushed starts a new run.
-  if (entries_.empty() || entries_.back().time > t) runs_.push_back(entries_.size());
-  return Entry{t, seq_++, where, static_cast<uint32_t>(size), view};
-}
-
 void RecordSorter::Push(std::optional<uint64_t> time, std::span<const uint8_t> record) {
   const size_t offset = storage_.size();
   entries_.push_back(MakeEntry(time, record.size(), offset, false));
   storage_.resize(offset + (record.size() + 7) / 8);
   std::memcpy(storage_.data() + offset, record.data(), record.size());
-}
-
-void RecordSorter::PushView(std::optional<uint64_t> time, std::span<const uint8_t> record) {
-  entries_.push_back(
-      MakeEntry(time, record.size(), reinterpret_cast<uintptr_t>(record.data()), true));
 }
 
 const uint8_t* RecordSorter::LowestView() const {
@@ -40,10 +24,10 @@ const uint8_t* RecordSorter::LowestView() const {
 
 void RecordSorter::Sort() {
   if (runs_.size() <= 1) return;
-  auto less = [](const Entry& a, const Entry& b) {
-    return a.time != b.time ? a.time < b.time : a.seq < b.seq;
-  };
+  auto less = [](const Entry& a, const Entry& b) { return a.time < b.time; };
   // Bottom-up: merge runs two by two into merged_, until one is left.
+  // std::merge is stable (of equal times, the first run's come first), and
+  // runs are merged in push order: ties keep push order.
   merged_.resize(entries_.size());
   while (runs_.size() > 1) {
     merged_runs_.clear();

@@ -32,7 +32,10 @@ namespace mmap3 {
 class RecordSorter {
  public:
   void Push(std::optional<uint64_t> time, std::span<const uint8_t> record);
-  void PushView(std::optional<uint64_t> time, std::span<const uint8_t> record);
+  void PushView(std::optional<uint64_t> time, std::span<const uint8_t> record) {
+    entries_.push_back(
+        MakeEntry(time, record.size(), reinterpret_cast<uintptr_t>(record.data()), true));
+  }
 
   // Ends a round: releases records up to the previous round's maximum.
   template <typename Fn>
@@ -56,9 +59,10 @@ class RecordSorter {
   uint64_t late() const { return late_; }
 
  private:
+  // No sequence number: runs are merged in push order by a stable merge,
+  // which keeps ties in push order.
   struct Entry {
     uint64_t time;
-    uint64_t seq;
     uintptr_t where;  // offset into storage_ in u64 units, or a pointer (view)
     uint32_t size;    // bytes (a record is at most 64 KiB)
     bool view;
@@ -67,9 +71,18 @@ class RecordSorter {
                   : reinterpret_cast<const uint8_t*>(storage.data() + where);
     }
   };
-  static_assert(sizeof(Entry) == 32);
+  static_assert(sizeof(Entry) == 24);
 
-  Entry MakeEntry(std::optional<uint64_t> time, size_t size, uintptr_t where, bool view);
+  // Inline: it is most of a push, once per record.
+  Entry MakeEntry(std::optional<uint64_t> time, size_t size, uintptr_t where, bool view) {
+    const uint64_t t = time.value_or(last_time_);
+    if (time) last_time_ = t;
+    if (released_any_ && t < released_max_) ++late_;
+    if (t > round_max_) round_max_ = t;
+    // A time lower than the last one pushed starts a new run.
+    if (entries_.empty() || entries_.back().time > t) runs_.push_back(entries_.size());
+    return Entry{t, where, static_cast<uint32_t>(size), view};
+  }
 
   template <typename Fn>
   size_t Release(uint64_t limit, Fn& fn);
@@ -83,7 +96,6 @@ class RecordSorter {
   // Where each run of entries_ in order begins (the first is 0); one run
   // (or none) is sorted.
   std::vector<size_t> runs_, merged_runs_;
-  uint64_t seq_ = 0;
   uint64_t last_time_ = 0;
   uint64_t round_max_ = 0;
   uint64_t previous_round_max_ = 0;
