@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -774,7 +775,20 @@ TEST(ModeDetectionTest, MissingCapabilityFileMeansNoMmap3) {
 TEST(ModeDetectionTest, PlainMmap2FillsBuildIdsFromMapFiles) {
   if (!CanProfile()) GTEST_SKIP() << "perf_event_open not permitted here";
   if (geteuid() != 0) GTEST_SKIP() << "map_files needs CAP_SYS_ADMIN";
+  // map_files exists only while a mapping does: the command must outlive
+  // the capture's last drain, however late the reader gets to run (a sleep
+  // after the loop once lost that race on a loaded machine).  So the
+  // command stops the capture itself, through --control, and then sleeps
+  // until the capture ends it (SIGINT, after its last drain): the sleep's
+  // mappings are there for every read.
+  TempDir dir;
+  const std::string ctl = dir.File("ctl");
+  ASSERT_EQ(mkfifo(ctl.c_str(), 0600), 0) << std::strerror(errno);
   RecordOptions o = ShellLoop();
+  o.capture.command = {"/bin/sh", "-c",
+                       "i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done; echo stop > " + ctl +
+                           "; exec sleep 60"};
+  o.capture.control = "fifo:" + ctl;
   o.capture.max_mode = CaptureMode::kMmap2;
   auto r = RunRecord(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
