@@ -792,7 +792,18 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
                                by_id && object != nullptr ? object->build_id : BuildId(),
                                by_sym ? symbol.name : nullptr,
                                (by_dso || by_id) && object == nullptr}];
-    if (!g.described) {
+    // Several objects or statuses can reach one row (one build-id mapped
+    // with two sources, rows by build-id).  The row shows the least of
+    // them by value, not the first met: the walk's order is the location
+    // table's, which follows heap addresses, and a report of one file must
+    // be the same in every run.
+    auto shown = [&](const MappedObject* o, SymbolStatus status) {
+      return o == nullptr ? std::make_tuple(false, std::string_view(), BuildId(),
+                                            BuildIdSource::kNone, status)
+                          : std::make_tuple(true, std::string_view(o->path), o->build_id,
+                                            symbolizer.SourceOf(*o), status);
+    };
+    if (!g.described || shown(object, symbol.status) < shown(g.object, g.status)) {
       g.object = object;
       g.status = symbol.status;
       g.described = true;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <random>
@@ -237,6 +238,49 @@ TEST(ProfileTest, ABuildIdUnderTwoPathsGetsOneAnswerWhateverTheOrder) {
   const std::string want = "in_container " + container + " lib_fn found\n" + "on_host " + host +
                            " lib_fn found\n";
   for (size_t i = 0; i < reports.size(); ++i) EXPECT_EQ(reports[i], want) << "variant " << i;
+}
+
+// A row that several objects reach (one build-id the kernel gave in one
+// process and map_files in another, rows by build-id only) is described
+// the same way whatever order the location table hands its locations out
+// in: the report of one file must not change from run to run (the
+// table's order follows the objects' heap addresses).
+TEST(ProfileTest, ARowReachedByTwoObjectsIsDescribedTheSameWhateverTheOrder) {
+  std::set<std::string> reports;
+  for (int variant = 0; variant < 32; ++variant) {
+    SourceOverrides overrides;
+    overrides.Add(20, kBase, Id(kIdV1), BuildIdSource::kMapFiles);
+    ProfileOptions o;
+    o.overrides = &overrides;
+    o.controls.sort = {SortKey::kBuildId};
+    // Objects allocated apart by a variable amount: their addresses, and
+    // so the location table's order, change with the variant.
+    std::vector<std::unique_ptr<char[]>> spacers;
+    for (int i = 0; i < variant; ++i) spacers.emplace_back(new char[64 + 32 * (variant % 7)]);
+    Profile p(o);
+    p.SetFormat(kFormat);
+    uint64_t t = 1;
+    const uint64_t off = 0x100 + static_cast<uint64_t>(variant % 8) * 0x10;
+    auto run = [&](uint32_t pid, const char* comm) {
+      p.Process(Comm(pid, comm, t++));
+      p.Process(Mmap(pid, "/x/libc.so.6", kIdV1, t++));
+      for (int i = 0; i < 1 + variant % 3; ++i) p.Process(Sample(pid, kBase + off + i, t++));
+    };
+    if (variant % 2 == 0) {
+      run(10, "a");
+      run(20, "b");
+    } else {
+      run(20, "b");
+      run(10, "a");
+    }
+    SymbolSearch search;
+    search.debug_dir = "";
+    ReportModel m = ReportWith(p, search);
+    ASSERT_EQ(m.rows.size(), 1u) << "variant " << variant;
+    reports.insert(BuildIdSourceName(m.rows[0].source));
+  }
+  EXPECT_EQ(reports.size(), 1u) << "described " << reports.size() << " ways: " << *reports.begin()
+                                << " ... " << *reports.rbegin();
 }
 
 TEST(ProfileTest, ForkCopiesMappingsAndExecResetsThem) {
