@@ -136,9 +136,11 @@ inline bool SameWords(const uint64_t* stored, std::span<const uint64_t> head,
 namespace {
 
 // The same key hashed with SSE4.2's CRC32C, one instruction a word, in
-// three lanes (its latency is three cycles), where the CPU has it: a third
-// of HashWords's instructions.  The table only needs the keys spread; they
-// are compared in full.
+// three lanes (its latency is three cycles), where the CPU has it: about
+// half of HashWords's instructions (callgrind, a 20-word key: 75 against
+// 144).  The table only needs the keys spread; they are compared in full.
+// (Not one template with HashWords: the lanes, the seeds and the target
+// attribute all differ.)
 __attribute__((target("sse4.2"))) uint64_t HashWordsCrc(std::span<const uint64_t> head,
                                                         std::span<const uint8_t> tail) {
   const size_t n = tail.size() / 8;
