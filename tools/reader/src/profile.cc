@@ -467,18 +467,17 @@ void Profile::OnSample(const SampleRecord& s) {
 }
 
 void Profile::ProcessBatch(std::span<const Bytes> records) {
-  // Samples are taken in chunks: each sample's event, task and memo hash
-  // first (in order, as OnSample would), with its memo slot prefetched;
-  // then the rest, in order, each with the memo entry of the sample kAhead
-  // after it prefetched.  The
-  // misses of a chunk's slots and entries overlap instead of following
-  // each other.  Between two records other than samples nothing a sample
-  // resolves against changes (they are what starts a new epoch), and the
-  // first pass touches only what the last does not read (the counts per
-  // event, the task names), so the counts are those of Process() record
-  // by record.
-  // Without chains there is nothing to prefetch ahead of a sample: record
-  // by record is faster (measured on the flat replay row).
+  // With chains, samples are taken in chunks: each sample's event, task
+  // and memo hash first (in order, as OnSample would), with its memo slot
+  // prefetched; then the rest, in order, each with the memo entry of the
+  // sample kAhead after it prefetched, so that the misses of a chunk's
+  // slots and entries overlap instead of following each other.  Between
+  // two records other than samples nothing a sample resolves against
+  // changes (they are what starts a new epoch), and the first pass touches
+  // only what the second does not read (the counts per event, the task
+  // names), so the counts are those of Process() record by record.
+  // Without chains there is nothing to prefetch ahead of a sample, and
+  // record by record is faster (measured on the flat replay row).
   if (!Memoized()) {
     for (Bytes record : records) Process(record);
     return;
