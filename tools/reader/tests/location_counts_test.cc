@@ -80,7 +80,9 @@ TEST(LocationCounts, IdsCountWhereTheirLocationIsThroughGrowth) {
       counts.Count(id->second, 1, period);
     } else if (rng() % 3 == 0) {
       const uint32_t got = counts.AddNow(comm, object, offset, 1, period);
-      if (id != ids.end()) EXPECT_EQ(got, id->second) << "one location, one id";
+      if (id != ids.end()) {
+        EXPECT_EQ(got, id->second) << "one location, one id";
+      }
       ids[key] = got;
     } else {
       counts.Add(comm, object, offset, 1, period);
