@@ -211,7 +211,9 @@ TEST(CaptureHelpersTest, ParsesControlSpecsAsPerfDoes) {
                           "fifo:a,", "fd:99999999999"}) {
     auto r = ParseControlSpec(bad);
     EXPECT_FALSE(r.ok()) << bad;
-    if (!r.ok()) EXPECT_NE(r.status().ToString().find("--control"), std::string::npos) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().ToString().find("--control"), std::string::npos) << bad;
+    }
   }
 }
 
