@@ -223,7 +223,7 @@ DecodeStatus CheckFrame(Bytes bytes, perf_event_header* h) {
 
 }  // namespace
 
-DecodeStatus DecodeSampleRecord(Bytes bytes, const SampleLayout& layout, SampleRecord* out) {
+DecodeStatus DecodeSampleRecordFull(Bytes bytes, const SampleLayout& layout, SampleRecord* out) {
   perf_event_header h;
   if (DecodeStatus status = CheckFrame(bytes, &h); status != DecodeStatus::kOk) return status;
   if (h.type != PERF_RECORD_SAMPLE) return DecodeStatus::kIgnored;
@@ -269,6 +269,18 @@ SampleLayout::SampleLayout(const SampleFormat& f) : format(f) {
     read_group = (rf & PERF_FORMAT_GROUP) != 0;
   }
   callchain = (t & PERF_SAMPLE_CALLCHAIN) != 0;
+  auto pick = [this](Pick f, uint16_t at) {
+    if (at == kAbsent) return;
+    pick_at[f] = at;
+    pick_keep[f] = ~uint64_t{0};
+  };
+  pick(kPickIp, ip);
+  pick(kPickTid, tid);
+  pick(kPickTime, time);
+  pick(kPickId, identifier);
+  pick(kPickId, id);  // SAMPLE_ID's, when both are there
+  pick(kPickCpu, cpu);
+  pick(kPickPeriod, period);
   if (!f.sample_id_all) return;
   // The trailer (perf_event__output_id_sample()): its own order.
   off = 0;

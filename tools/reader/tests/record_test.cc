@@ -351,6 +351,59 @@ TEST(RecordTest, SampleFastPathAgreesAndChecksFraming) {
   EXPECT_EQ(DecodeSampleRecord(EncodeComm(c, kFormat), kFormat, &d), DecodeStatus::kIgnored);
 }
 
+// The inline decoder (record.h) accepts a sample only where the full one
+// does, with the same fields, and hands every other case to it: checked
+// over every subset of the fixed fields, with and without a chain, for
+// every size a record of up to 12 words can claim, every chain length
+// around what fits, and misaligned sizes.
+TEST(RecordTest, InlineSampleDecodeAgreesWithTheFullDecoder) {
+  const uint64_t kFixed[] = {PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP,   PERF_SAMPLE_TID,
+                             PERF_SAMPLE_TIME,       PERF_SAMPLE_ADDR, PERF_SAMPLE_ID,
+                             PERF_SAMPLE_CPU,        PERF_SAMPLE_PERIOD};
+  uint64_t accepted = 0, rejected = 0;
+  for (uint32_t mask = 0; mask < (1u << 8); ++mask) {
+    for (bool chain : {false, true}) {
+      uint64_t type = chain ? PERF_SAMPLE_CALLCHAIN : 0;
+      for (int b = 0; b < 8; ++b)
+        if (mask & (1u << b)) type |= kFixed[b];
+      const SampleLayout l(SampleFormat{type, 0, true});
+      for (uint16_t size = 8; size <= 12 * 8 + 4; size += 4) {
+        for (uint64_t nr = 0; nr <= (chain ? 13u : 0u); ++nr) {
+          // Every word distinct, so a field read from the wrong place shows.
+          std::vector<uint8_t> bytes(size);
+          for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 1);
+          const perf_event_header h{PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, size};
+          std::memcpy(bytes.data(), &h, sizeof(h));
+          if (chain && l.fixed_end + 8u <= size) std::memcpy(bytes.data() + l.fixed_end, &nr, 8);
+          SampleRecord fast, full;
+          fast.callchain = U64Array(bytes.data(), 99);  // stale: must be replaced
+          const DecodeStatus a = DecodeSampleRecord(bytes, l, &fast);
+          const DecodeStatus want = DecodeSampleRecordFull(bytes, l, &full);
+          ASSERT_EQ(a, want) << "type " << type << " size " << size << " nr " << nr;
+          if (want != DecodeStatus::kOk) {
+            ++rejected;
+            continue;
+          }
+          ++accepted;
+          EXPECT_EQ(fast.misc, full.misc);
+          EXPECT_EQ(fast.ip, full.ip);
+          EXPECT_EQ(fast.pid, full.pid);
+          EXPECT_EQ(fast.tid, full.tid);
+          EXPECT_EQ(fast.time, full.time);
+          EXPECT_EQ(fast.id, full.id) << "type " << type;
+          EXPECT_EQ(fast.cpu, full.cpu);
+          EXPECT_EQ(fast.period, full.period);
+          EXPECT_EQ(fast.callchain.size(), full.callchain.size());
+          EXPECT_EQ(fast.callchain.bytes().data(), full.callchain.bytes().data());
+        }
+      }
+    }
+  }
+  // Both kinds were seen in numbers (the loops above are not vacuous).
+  EXPECT_GT(accepted, 5000u);
+  EXPECT_GT(rejected, 5000u);
+}
+
 TEST(RecordTest, DecodesSampleWithIdentifierAndRead) {
   const SampleFormat f{PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
                            PERF_SAMPLE_TIME | PERF_SAMPLE_READ | PERF_SAMPLE_CALLCHAIN,
