@@ -98,21 +98,6 @@ const Mapping* AddressSpace::Find(uint64_t addr) const {
   return r != nullptr ? r->mapping : nullptr;
 }
 
-const AddressSpace::Range* AddressSpace::FindRange(std::span<const Range> ranges, uint64_t addr) {
-  if (ranges.empty()) return nullptr;
-  // The last range starting at or before addr (mappings do not overlap), by
-  // a binary search whose steps depend only on the size: a conditional move
-  // each, no branch to mispredict when samples hit mappings at random.
-  const Range* base = ranges.data();
-  size_t len = ranges.size();
-  while (len > 1) {
-    const size_t half = len / 2;
-    base = base[half].start <= addr ? base + half : base;
-    len -= half;
-  }
-  return base->start <= addr && addr < base->end ? base : nullptr;
-}
-
 std::vector<Mapping> AddressSpace::Mappings() const {
   std::vector<Mapping> out;
   out.reserve(by_start_.size());

@@ -172,7 +172,22 @@ class AddressSpace {
     return index_;
   }
   // The range of `ranges` (an index from Ranges()) holding `addr`, or null.
-  static const Range* FindRange(std::span<const Range> ranges, uint64_t addr);
+  // Inline: it is on every sample's path.
+  static const Range* FindRange(std::span<const Range> ranges, uint64_t addr) {
+    if (ranges.empty()) return nullptr;
+    // The last range starting at or before addr (mappings do not overlap),
+    // by a binary search whose steps depend only on the size: a
+    // conditional move each, no branch to mispredict when samples hit
+    // mappings at random.
+    const Range* base = ranges.data();
+    size_t len = ranges.size();
+    while (len > 1) {
+      const size_t half = len / 2;
+      base = base[half].start <= addr ? base + half : base;
+      len -= half;
+    }
+    return base->start <= addr && addr < base->end ? base : nullptr;
+  }
 
  private:
   void BuildIndex() const;

@@ -52,6 +52,10 @@ Profile::Space Profile::ContextSpace(uint64_t marker) {
 }
 
 Profile::Profile(ProfileOptions options) : options_(std::move(options)) {
+  memoized_ = (options_.callchains || options_.controls.children) && !options_.script &&
+              !options_.sample_frames;
+  flat_only_ = !options_.callchains && !options_.sample_frames && !options_.controls.children &&
+               !options_.script;
   if (options_.events.empty()) options_.events.emplace_back();
   event_samples_.assign(options_.events.size(), 0);
   event_period_.assign(options_.events.size(), 0);
@@ -377,13 +381,11 @@ void Profile::OnMmap(const MmapRecord& m) {
   processes_.OnMmap(m.pid, std::move(mapping));
 }
 
-std::span<const AddressSpace::Range> Profile::UserRanges(uint32_t pid) const {
+std::span<const AddressSpace::Range> Profile::UserRangesMiss(uint32_t pid) const {
   SpaceCacheEntry& e = space_cache_[pid % kSpaceCache];
-  if (e.epoch != epoch_ || e.pid != pid) {
-    const AddressSpace* space = processes_.Space(pid);
-    e = SpaceCacheEntry{epoch_, pid,
-                        space != nullptr ? space->Ranges() : std::span<const AddressSpace::Range>()};
-  }
+  const AddressSpace* space = processes_.Space(pid);
+  e = SpaceCacheEntry{epoch_, pid,
+                      space != nullptr ? space->Ranges() : std::span<const AddressSpace::Range>()};
   return e.ranges;
 }
 
@@ -398,13 +400,7 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
       // KSYMBOL range (a module loaded since, code whose record was lost):
       // the kernel, with no symbol.
       return {kernel_object_.get(), ip, ip};
-    case Space::kUser:
-      if (const AddressSpace::Range* r = AddressSpace::FindRange(UserRanges(pid), ip)) {
-        // A perf map names JIT code by address, not by file offset.
-        const uint64_t offset = r->object->jit_pid >= 0 ? ip : ip - r->start + r->pgoff;
-        return {r->object, offset, ip, r->start, r->end, r->pgoff};
-      }
-      return {nullptr, ip, ip};
+    case Space::kUser: return ResolveUser(pid, ip);
     // Not the host's addresses: the host's kernel and the sampled task's
     // mappings (a vCPU thread's) must not name them.  One location per
     // space, since the host cannot tell one such address from another.
@@ -479,7 +475,28 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
   // Without chains there is nothing to prefetch ahead of a sample, and
   // record by record is faster (measured on the flat replay row).
   if (!Memoized()) {
-    for (Bytes record : records) Process(record);
+    // A sample decoded and counted here, inline; any other record, and a
+    // sample the decoder does not take, as Process() takes it.
+    for (Bytes record : records) {
+      SampleRecord s;
+      perf_event_header h;
+      if (record.size() < sizeof(h)) {
+        Process(record);
+        continue;
+      }
+      std::memcpy(&h, record.data(), sizeof(h));
+      if (h.type != PERF_RECORD_SAMPLE) {
+        Process(record);
+        continue;
+      }
+      const DecodeStatus status = DecodeSampleRecord(record, layout_, &s);
+      if (status == DecodeStatus::kOk) {
+        SampleStart start;
+        if (BeginSample(s, &start)) FinishSample(s, start);
+      } else if (status != DecodeStatus::kIgnored) {
+        ++bad_records_;
+      }
+    }
     return;
   }
   constexpr size_t kChunk = 64, kAhead = 16;
@@ -544,7 +561,7 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
       return;
     }
   }
-  Frame leaf = Resolve(s.pid, s.ip, space);
+  Frame leaf = space == Space::kUser ? ResolveUser(s.pid, s.ip) : Resolve(s.pid, s.ip, space);
   note_leaf(leaf.object);
   // A memo entry keeps the location's id: its next hit counts there
   // without hashing it again.
@@ -554,9 +571,7 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
     flat_.Add(comm, leaf.object, leaf.offset, 1, period);
   ids.leaf_object = leaf.object;
   ids.leaf_offset = leaf.offset;
-  if (!options_.callchains && !options_.sample_frames && !options_.controls.children &&
-      !options_.script)
-    return;
+  if (flat_only_) return;
   // Scratch vectors, reused: their capacity outlives the sample, so a
   // sample allocates nothing here once the deepest chain has been seen.
   std::vector<StackCounts::Frame>& frames = frames_scratch_;

@@ -177,19 +177,34 @@ class Profile {
   void FinishSample(const SampleRecord& s, const SampleStart& start);
   // Whether chains are counted by their ids through memo_ (not for script
   // and pprof's frames, which keep more than the ids).
-  bool Memoized() const {
-    return (options_.callchains || options_.controls.children) && !options_.script &&
-           !options_.sample_frames;
-  }
+  bool Memoized() const { return memoized_; }
+  // What FinishSample() does beyond the flat count: nothing for most
+  // reports.  Both fixed at construction (options_ never changes), so a
+  // sample tests a bool, not four options.
+  bool memoized_ = false, flat_only_ = false;
   // The memo key's head: what a chain's resolution depends on besides its
   // words.
   static std::array<uint64_t, 3> MemoHead(const SampleRecord& s, const SampleStart& start) {
     return {uint64_t{s.pid} << 32 | start.comm, static_cast<uint64_t>(start.space), s.ip};
   }
   Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
+  // Resolve() of a user address (most samples' leaf): inline.
+  [[gnu::always_inline]] Frame ResolveUser(uint32_t pid, uint64_t ip) const {
+    if (const AddressSpace::Range* r = AddressSpace::FindRange(UserRanges(pid), ip)) {
+      // A perf map names JIT code by address, not by file offset.
+      const uint64_t offset = r->object->jit_pid >= 0 ? ip : ip - r->start + r->pgoff;
+      return {r->object, offset, ip, r->start, r->end, r->pgoff};
+    }
+    return {nullptr, ip, ip};
+  }
   // The index of `pid`'s mappings (empty for a process never seen), from a
   // direct-mapped cache by pid that holds it for the current epoch.
-  std::span<const AddressSpace::Range> UserRanges(uint32_t pid) const;
+  std::span<const AddressSpace::Range> UserRanges(uint32_t pid) const {
+    const SpaceCacheEntry& e = space_cache_[pid % kSpaceCache];
+    if (e.epoch == epoch_ && e.pid == pid) return e.ranges;
+    return UserRangesMiss(pid);
+  }
+  std::span<const AddressSpace::Range> UserRangesMiss(uint32_t pid) const;
   // Fills model.frame_mappings, frame_locations and frame_stacks.
   void BuildFrames(Symbolizer& symbolizer, ReportModel& model) const;
   // A task id: the event, the comm, and the pid and tid when --sort has
