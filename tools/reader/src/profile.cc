@@ -29,14 +29,22 @@ bool IsGuestRecord(Bytes record) {
 }  // namespace
 
 Profile::Space Profile::SampleSpace(uint16_t misc) {
-  switch (misc & PERF_RECORD_MISC_CPUMODE_MASK) {
-    case PERF_RECORD_MISC_KERNEL: return Space::kKernel;
-    case PERF_RECORD_MISC_GUEST_KERNEL: return Space::kGuestKernel;
-    case PERF_RECORD_MISC_GUEST_USER: return Space::kGuestUser;
-    case PERF_RECORD_MISC_HYPERVISOR: return Space::kHypervisor;
-    case PERF_RECORD_MISC_USER: return Space::kUser;
-    default: return Space::kUnknown;  // CPUMODE_UNKNOWN: whose ip is not said
-  }
+  // By table: the cpumode is three bits, and this is once a sample.
+  static_assert(PERF_RECORD_MISC_CPUMODE_MASK == 7);
+  static constexpr Space kSpaces[8] = {
+      Space::kUnknown,      // CPUMODE_UNKNOWN: whose ip is not said
+      Space::kKernel,       // MISC_KERNEL
+      Space::kUser,         // MISC_USER
+      Space::kHypervisor,   // MISC_HYPERVISOR
+      Space::kGuestKernel,  // MISC_GUEST_KERNEL
+      Space::kGuestUser,    // MISC_GUEST_USER
+      Space::kUnknown,      // 6 and 7: not defined
+      Space::kUnknown,
+  };
+  static_assert(PERF_RECORD_MISC_KERNEL == 1 && PERF_RECORD_MISC_USER == 2 &&
+                PERF_RECORD_MISC_HYPERVISOR == 3 && PERF_RECORD_MISC_GUEST_KERNEL == 4 &&
+                PERF_RECORD_MISC_GUEST_USER == 5);
+  return kSpaces[misc & PERF_RECORD_MISC_CPUMODE_MASK];
 }
 
 Profile::Space Profile::ContextSpace(uint64_t marker) {
