@@ -507,9 +507,11 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
     }
     return;
   }
-  constexpr size_t kChunk = 64, kAhead = 16;
-  SampleRecord samples[kChunk];
-  SampleStart starts[kChunk];
+  constexpr size_t kChunk = kBatchChunk, kAhead = 16;
+  // Members, kept from batch to batch: a local array of samples would be
+  // constructed (zeroed) every batch, 13 instructions a sample.
+  SampleRecord* const samples = batch_samples_.data();
+  SampleStart* const starts = batch_starts_.data();
   size_t i = 0;
   while (i < records.size()) {
     size_t n = 0;

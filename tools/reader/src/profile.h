@@ -282,6 +282,10 @@ class Profile {
   std::vector<Frame> addressed_scratch_;
   std::vector<uint64_t> ips_scratch_;
   std::vector<KeptSample> kept_;  // with `script`
+  // ProcessBatch()'s chunk of samples (with chains).
+  static constexpr size_t kBatchChunk = 64;
+  std::array<SampleRecord, kBatchChunk> batch_samples_;
+  std::array<SampleStart, kBatchChunk> batch_starts_;
   // With sample_frames: (comm, frames leaf first) -> counts.
   std::map<std::pair<uint32_t, std::vector<Frame>>, FrameSums> frame_stacks_;
   // Changed modules' objects -> their stand-ins, without a build-id.
