@@ -388,7 +388,7 @@ DecodeStatus DecodeRecord(Bytes bytes, const SampleLayout& f, Record* out) {
   }
 }
 
-std::optional<uint64_t> RecordTime(Bytes bytes, const SampleLayout& l) {
+std::optional<uint64_t> RecordTimeOutOfLine(Bytes bytes, const SampleLayout& l) {
   perf_event_header h;
   if (!ReadHeader(bytes, &h) || h.size != bytes.size() || h.size < sizeof(h)) return std::nullopt;
   if (h.type == PERF_RECORD_SAMPLE) {

@@ -272,7 +272,25 @@ DecodeStatus DecodeSampleRecordFull(Bytes bytes, const SampleLayout& layout, Sam
 // The timestamp of a record for ordering: a sample's time, or the time in the
 // sample_id trailer.  nullopt when the format carries no time for it, and
 // for a record whose header size is not the span's.
-std::optional<uint64_t> RecordTime(Bytes bytes, const SampleLayout& layout);
+std::optional<uint64_t> RecordTimeOutOfLine(Bytes bytes, const SampleLayout& layout);
+inline std::optional<uint64_t> RecordTime(Bytes bytes, const SampleLayout& layout) {
+  // Inline only for a sample of a format with a time (nearly every record
+  // of a capture, once each, before the sorter): one load after the checks
+  // RecordTimeOutOfLine() makes, which handles every other case.  A format
+  // without a time has layout.time == kAbsent, which no record whose header
+  // agrees with its span is long enough for.
+  static_assert(SampleLayout::kAbsent + 8u > kMaxRecordSize);
+  if (bytes.size() >= sizeof(perf_event_header)) {
+    perf_event_header h;
+    std::memcpy(&h, bytes.data(), sizeof(h));
+    if (h.type == PERF_RECORD_SAMPLE && h.size == bytes.size() && bytes.size() >= layout.time + 8u) {
+      uint64_t time;
+      std::memcpy(&time, bytes.data() + layout.time, sizeof(time));
+      return time;
+    }
+  }
+  return RecordTimeOutOfLine(bytes, layout);
+}
 
 // The same, for callers that hold a format and not its layout (each call
 // computes the layout).

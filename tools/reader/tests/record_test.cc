@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "enrich.h"
@@ -319,6 +320,46 @@ TEST(RecordTest, DecodesSampleWithCallchain) {
   EXPECT_EQ(d.callchain[0], static_cast<uint64_t>(PERF_CONTEXT_USER));
   EXPECT_EQ(d.callchain[2], 0x401000u);
   EXPECT_EQ(RecordTime(bytes, kFormat), 5u);
+}
+
+// RecordTime() reads a sample's time inline and leaves everything else to
+// RecordTimeOutOfLine(): the two agree on every record, and the inline part
+// makes all of the out-of-line checks (the header's size is the span's, the
+// record reaches past the time, the format has one, it is a sample).
+TEST(RecordTest, RecordTimeInlineAgreesWithTheFullCheck) {
+  const SampleLayout timed(kFormat);
+  const SampleLayout untimed(SampleFormat{PERF_SAMPLE_IP | PERF_SAMPLE_TID, 0, true});
+  SampleRecord s;
+  s.misc = PERF_RECORD_MISC_USER;
+  s.ip = 0x401234;
+  s.pid = s.tid = 3;
+  s.time = 77;
+  const std::vector<uint8_t> sample = EncodeSample(s, {}, kFormat);
+  CommRecord c;
+  c.pid = c.tid = 3;
+  c.comm = "x";
+  c.sample_id = Sid(3, 88);
+  const std::vector<uint8_t> comm = EncodeComm(c, kFormat);
+  auto both = [&](Bytes bytes, const SampleLayout& l, std::optional<uint64_t> want) {
+    EXPECT_EQ(RecordTime(bytes, l), want);
+    EXPECT_EQ(RecordTimeOutOfLine(bytes, l), want);
+  };
+  both(sample, timed, 77u);
+  both(comm, timed, 88u);  // the trailer's, not a load at the sample's offset
+  both(EncodeSample(s, {}, untimed.format), untimed, std::nullopt);
+  // The header says 16 bytes, the span has the whole sample: the time lies
+  // past the record the header describes.
+  std::vector<uint8_t> framing = sample;
+  const uint16_t sixteen = 16;
+  std::memcpy(framing.data() + 6, &sixteen, 2);
+  both(framing, timed, std::nullopt);
+  // Header and span agree, but end before the time.
+  std::vector<uint8_t> cut(sample.begin(), sample.begin() + timed.time);
+  const uint16_t cut_size = static_cast<uint16_t>(cut.size());
+  std::memcpy(cut.data() + 6, &cut_size, 2);
+  both(cut, timed, std::nullopt);
+  both(Bytes(sample.data(), 4), timed, std::nullopt);
+  both(Bytes(sample.data(), 0), timed, std::nullopt);
 }
 
 TEST(RecordTest, SampleFastPathAgreesAndChecksFraming) {
