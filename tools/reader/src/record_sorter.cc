@@ -14,7 +14,8 @@ void RecordSorter::Push(std::optional<uint64_t> time, std::span<const uint8_t> r
 
 const uint8_t* RecordSorter::LowestView() const {
   const uint8_t* low = nullptr;
-  for (const Entry& e : entries_) {
+  for (size_t i = head_; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
     if (!e.view) continue;
     const auto* p = reinterpret_cast<const uint8_t*>(e.where);
     if (low == nullptr || p < low) low = p;
@@ -27,9 +28,13 @@ void RecordSorter::Sort() {
   auto less = [](const Entry& a, const Entry& b) { return a.time < b.time; };
   // Bottom-up: merge runs two by two into merged_, until one is left.
   // std::merge is stable (of equal times, the first run's come first), and
-  // runs are merged in push order: ties keep push order.
-  merged_.resize(entries_.size());
+  // runs are merged in push order: ties keep push order.  The first pass
+  // writes to the front of merged_, which leaves the released entries
+  // before head_ behind without moving them on their own.
+  size_t shift = head_;
+  const size_t size = entries_.size() - head_;
   while (runs_.size() > 1) {
+    merged_.resize(size);
     merged_runs_.clear();
     const size_t n = runs_.size();
     for (size_t i = 0; i < n; i += 2) {
@@ -40,26 +45,52 @@ void RecordSorter::Sort() {
                  entries_.begin() + static_cast<std::ptrdiff_t>(mid),
                  entries_.begin() + static_cast<std::ptrdiff_t>(mid),
                  entries_.begin() + static_cast<std::ptrdiff_t>(end),
-                 merged_.begin() + static_cast<std::ptrdiff_t>(begin), less);
-      merged_runs_.push_back(begin);
+                 merged_.begin() + static_cast<std::ptrdiff_t>(begin - shift), less);
+      merged_runs_.push_back(begin - shift);
     }
     entries_.swap(merged_);
     runs_.swap(merged_runs_);
+    shift = 0;
   }
+  head_ = 0;
 }
 
-void RecordSorter::Compact(size_t released) {
-  if (released == 0) return;
-  if (released == entries_.size()) {
+void RecordSorter::Drop(size_t released) {
+  head_ += released;
+  if (head_ == entries_.size()) {
     entries_.clear();
     storage_.clear();
     runs_.clear();
+    head_ = 0;
+    storage_kept_ = 0;
     return;
   }
-  // Copy the survivors into the spare buffer (its capacity survives from
-  // round to round, so steady state allocates nothing) and swap.
+  runs_.assign(1, head_);  // Release() only runs after Sort(): one run is left
+  // A merge moves the pending entries to the front anyway (Sort()); a
+  // round without one (one buffer, or records that came in order) would
+  // let the released prefix grow for good.  Moving the rest down once the
+  // prefix is twice as long costs at most half a move per record released.
+  if (head_ >= 2 * (entries_.size() - head_)) CompactEntries();
+  // Copied records' bytes: pending ones are scattered among released ones
+  // in storage_ (the merge reorders entries, not bytes).  Copying them out
+  // once storage_ has doubled since the last time costs at most a copy per
+  // byte pushed, amortized; the slack keeps small rounds from copying every
+  // time.
+  constexpr size_t kStorageSlack = 4096;  // u64 words, 32 KiB
+  if (storage_.size() >= 2 * storage_kept_ + kStorageSlack) CompactStorage();
+}
+
+void RecordSorter::CompactEntries() {
+  entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(head_));
+  runs_.assign(1, 0);
+  head_ = 0;
+}
+
+void RecordSorter::CompactStorage() {
+  // Into the spare buffer (its capacity survives from one compaction to
+  // the next, so steady state allocates nothing), then swap.
   spare_.clear();
-  for (size_t i = released; i < entries_.size(); ++i) {
+  for (size_t i = head_; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     if (e.view) continue;
     const size_t words = (e.size + 7) / 8;
@@ -69,8 +100,7 @@ void RecordSorter::Compact(size_t released) {
     e.where = offset;
   }
   storage_.swap(spare_);
-  entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(released));
-  runs_.assign(1, 0);  // Release() only runs after Sort(): one run is left
+  storage_kept_ = storage_.size();
 }
 
 }  // namespace mmap3

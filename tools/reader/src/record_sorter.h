@@ -17,10 +17,16 @@
 // Cost: each buffer's records arrive in order, so pushes form runs (a new
 // one starts wherever a time goes down); a release merges the runs pairwise,
 // O(n log runs), which is linear for the few runs a round has, instead of
-// sorting its records.
+// sorting its records.  Released entries are not moved out one round at a
+// time: the pending ones begin at head_, and the merge writes them to the
+// front of its output anyway; without a merge they are moved down only
+// when the released prefix is as long as the rest (amortized, at most one
+// move a record).  Copied bytes are compacted the same way, when storage
+// has doubled since it last was.
 #ifndef MMAP3_READER_RECORD_SORTER_H_
 #define MMAP3_READER_RECORD_SORTER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -50,7 +56,7 @@ class RecordSorter {
     return Release(UINT64_MAX, fn);
   }
 
-  size_t pending() const { return entries_.size(); }
+  size_t pending() const { return entries_.size() - head_; }
   // The lowest address a pending view points at (null if none): what the
   // sorter still needs of the bytes it was given views of.
   const uint8_t* LowestView() const;
@@ -66,9 +72,9 @@ class RecordSorter {
     uintptr_t where;  // offset into storage_ in u64 units, or a pointer (view)
     uint32_t size;    // bytes (a record is at most 64 KiB)
     bool view;
-    const uint8_t* Data(const std::vector<uint64_t>& storage) const {
+    const uint8_t* Data(const uint64_t* storage) const {
       return view ? reinterpret_cast<const uint8_t*>(where)
-                  : reinterpret_cast<const uint8_t*>(storage.data() + where);
+                  : reinterpret_cast<const uint8_t*>(storage + where);
     }
   };
   static_assert(sizeof(Entry) == 24);
@@ -80,6 +86,7 @@ class RecordSorter {
     if (released_any_ && t < released_max_) ++late_;
     if (t > round_max_) round_max_ = t;
     // A time lower than the last one pushed starts a new run.
+    // (entries_ is empty when nothing is pending: Drop() clears it.)
     if (entries_.empty() || entries_.back().time > t) runs_.push_back(entries_.size());
     return Entry{t, where, static_cast<uint32_t>(size), view};
   }
@@ -87,14 +94,19 @@ class RecordSorter {
   template <typename Fn>
   size_t Release(uint64_t limit, Fn& fn);
   void Sort();
-  void Compact(size_t released);
+  void Drop(size_t released);
+  void CompactEntries();
+  void CompactStorage();
 
+  // entries_[head_, end) are pending; those before head_ were released.
   std::vector<Entry> entries_;
+  size_t head_ = 0;
   std::vector<Entry> merged_;      // Sort()'s output, kept for its capacity
   std::vector<uint64_t> storage_;  // u64 keeps records 8-byte aligned
-  std::vector<uint64_t> spare_;    // reused by Compact(), keeps its capacity
-  // Where each run of entries_ in order begins (the first is 0); one run
-  // (or none) is sorted.
+  std::vector<uint64_t> spare_;    // reused by CompactStorage(), keeps its capacity
+  size_t storage_kept_ = 0;        // storage_'s size after its last compaction
+  // Where each run of entries_ in order begins (the first is head_); one
+  // run (or none) is sorted.
   std::vector<size_t> runs_, merged_runs_;
   uint64_t last_time_ = 0;
   uint64_t round_max_ = 0;
@@ -107,35 +119,31 @@ class RecordSorter {
 template <typename Fn>
 size_t RecordSorter::Release(uint64_t limit, Fn& fn) {
   Sort();
-  size_t n = 0;
+  // One sorted run is pending: what goes is a prefix of it, found once, so
+  // the loops below test neither the limit nor the end per record.
+  const Entry* const first = entries_.data() + head_;
+  const Entry* const end = entries_.data() + entries_.size();
+  const Entry* const last =
+      std::upper_bound(first, end, limit, [](uint64_t l, const Entry& e) { return l < e.time; });
+  const size_t n = static_cast<size_t>(last - first);
+  if (n == 0) return 0;
+  released_max_ = last[-1].time;
+  released_any_ = true;
+  const uint64_t* const storage = storage_.data();
   if constexpr (std::is_invocable_v<Fn&, std::span<const std::span<const uint8_t>>>) {
     // In batches, in order: every record released stays where it is until
-    // Compact() below.
+    // Drop() below.
     constexpr size_t kBatch = 64;
     std::span<const uint8_t> batch[kBatch];
-    size_t k = 0;
-    while (n < entries_.size() && entries_[n].time <= limit) {
-      const Entry& e = entries_[n];
-      batch[k++] = std::span<const uint8_t>(e.Data(storage_), e.size);
-      released_max_ = e.time;
-      released_any_ = true;
-      ++n;
-      if (k == kBatch) {
-        fn(std::span<const std::span<const uint8_t>>(batch, k));
-        k = 0;
-      }
+    for (const Entry* e = first; e != last;) {
+      const size_t k = std::min(kBatch, static_cast<size_t>(last - e));
+      for (size_t i = 0; i < k; ++i, ++e) batch[i] = std::span<const uint8_t>(e->Data(storage), e->size);
+      fn(std::span<const std::span<const uint8_t>>(batch, k));
     }
-    if (k != 0) fn(std::span<const std::span<const uint8_t>>(batch, k));
   } else {
-    while (n < entries_.size() && entries_[n].time <= limit) {
-      const Entry& e = entries_[n];
-      fn(std::span<const uint8_t>(e.Data(storage_), e.size));
-      released_max_ = e.time;
-      released_any_ = true;
-      ++n;
-    }
+    for (const Entry* e = first; e != last; ++e) fn(std::span<const uint8_t>(e->Data(storage), e->size));
   }
-  Compact(n);
+  Drop(n);
   return n;
 }
 
