@@ -83,7 +83,7 @@ class RecordSorter {
   Entry MakeEntry(std::optional<uint64_t> time, size_t size, uintptr_t where, bool view) {
     const uint64_t t = time.value_or(last_time_);
     if (time) last_time_ = t;
-    if (released_any_ && t < released_max_) ++late_;
+    if (t < released_max_) ++late_;
     if (t > round_max_) round_max_ = t;
     // A time lower than the last one pushed starts a new run.
     // (entries_ is empty when nothing is pending: Drop() clears it.)
@@ -94,6 +94,9 @@ class RecordSorter {
   template <typename Fn>
   size_t Release(uint64_t limit, Fn& fn);
   void Sort();
+  // Stable merge of two sorted runs into out (which overlaps neither).
+  static void Merge(const Entry* a, const Entry* a_end, const Entry* b, const Entry* b_end,
+                    Entry* out);
   void Drop(size_t released);
   void CompactEntries();
   void CompactStorage();
@@ -111,8 +114,9 @@ class RecordSorter {
   uint64_t last_time_ = 0;
   uint64_t round_max_ = 0;
   uint64_t previous_round_max_ = 0;
+  // The time of the last record released; 0 before the first release,
+  // which no time is below: nothing is late then.
   uint64_t released_max_ = 0;
-  bool released_any_ = false;
   uint64_t late_ = 0;
 };
 
@@ -128,7 +132,6 @@ size_t RecordSorter::Release(uint64_t limit, Fn& fn) {
   const size_t n = static_cast<size_t>(last - first);
   if (n == 0) return 0;
   released_max_ = last[-1].time;
-  released_any_ = true;
   const uint64_t* const storage = storage_.data();
   if constexpr (std::is_invocable_v<Fn&, std::span<const std::span<const uint8_t>>>) {
     // In batches, in order: every record released stays where it is until
