@@ -6,10 +6,14 @@
 namespace mmap3 {
 
 void RecordSorter::Push(std::optional<uint64_t> time, std::span<const uint8_t> record) {
-  const size_t offset = storage_.size();
+  const size_t offset = storage_used_;
+  const size_t words = (record.size() + 7) / 8;
+  // storage_'s size only grows (doubling): a resize() per record would
+  // zero the record's words before they are copied over, through a call.
+  if (offset + words > storage_.size()) storage_.resize(std::max(2 * storage_.size(), offset + words));
   entries_.push_back(MakeEntry(time, record.size(), offset, false));
-  storage_.resize(offset + (record.size() + 7) / 8);
   std::memcpy(storage_.data() + offset, record.data(), record.size());
+  storage_used_ = offset + words;
 }
 
 const uint8_t* RecordSorter::LowestView() const {
@@ -76,7 +80,7 @@ void RecordSorter::Drop(size_t released) {
   head_ += released;
   if (head_ == entries_.size()) {
     entries_.clear();
-    storage_.clear();
+    storage_used_ = 0;
     runs_.clear();
     head_ = 0;
     storage_kept_ = 0;
@@ -94,7 +98,7 @@ void RecordSorter::Drop(size_t released) {
   // byte pushed, amortized; the slack keeps small rounds from copying every
   // time.
   constexpr size_t kStorageSlack = 4096;  // u64 words, 32 KiB
-  if (storage_.size() >= 2 * storage_kept_ + kStorageSlack) CompactStorage();
+  if (storage_used_ >= 2 * storage_kept_ + kStorageSlack) CompactStorage();
 }
 
 void RecordSorter::CompactEntries() {
@@ -104,20 +108,20 @@ void RecordSorter::CompactEntries() {
 }
 
 void RecordSorter::CompactStorage() {
-  // Into the spare buffer (its capacity survives from one compaction to
-  // the next, so steady state allocates nothing), then swap.
-  spare_.clear();
+  // Into the spare buffer (its size survives from one compaction to the
+  // next, so steady state allocates nothing), then swap.
+  if (spare_.size() < storage_used_) spare_.resize(storage_used_);
+  size_t used = 0;
   for (size_t i = head_; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     if (e.view) continue;
     const size_t words = (e.size + 7) / 8;
-    const size_t offset = spare_.size();
-    spare_.insert(spare_.end(), storage_.begin() + static_cast<std::ptrdiff_t>(e.where),
-                  storage_.begin() + static_cast<std::ptrdiff_t>(e.where + words));
-    e.where = offset;
+    std::memcpy(spare_.data() + used, storage_.data() + e.where, words * 8);
+    e.where = used;
+    used += words;
   }
   storage_.swap(spare_);
-  storage_kept_ = storage_.size();
+  storage_used_ = storage_kept_ = used;
 }
 
 }  // namespace mmap3

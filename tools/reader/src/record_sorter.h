@@ -105,9 +105,12 @@ class RecordSorter {
   std::vector<Entry> entries_;
   size_t head_ = 0;
   std::vector<Entry> merged_;      // Sort()'s output, kept for its capacity
-  std::vector<uint64_t> storage_;  // u64 keeps records 8-byte aligned
-  std::vector<uint64_t> spare_;    // reused by CompactStorage(), keeps its capacity
-  size_t storage_kept_ = 0;        // storage_'s size after its last compaction
+  // Copied records: the first storage_used_ words of storage_ (u64 keeps
+  // records 8-byte aligned); the rest is room to grow into.
+  std::vector<uint64_t> storage_;
+  size_t storage_used_ = 0;
+  std::vector<uint64_t> spare_;  // reused by CompactStorage(), keeps its size
+  size_t storage_kept_ = 0;      // storage_used_ after the last compaction
   // Where each run of entries_ in order begins (the first is head_); one
   // run (or none) is sorted.
   std::vector<size_t> runs_, merged_runs_;
