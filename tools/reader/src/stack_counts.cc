@@ -146,7 +146,15 @@ __attribute__((target("sse4.2"))) uint64_t HashWordsCrc(std::span<const uint64_t
   const size_t n = tail.size() / 8;
   uint64_t a = _mm_crc32_u64(0, uint64_t{head.size()} << 32 | n);
   uint64_t b = 0x243f6a88, c = 0x13198a2e;
-  for (uint64_t w : head) a = _mm_crc32_u64(a, w);
+  if (head.size() == 3) {
+    // The memo's head (pid and task, space, ip): one word to each lane,
+    // without a loop.
+    a = _mm_crc32_u64(a, head[0]);
+    b = _mm_crc32_u64(b, head[1]);
+    c = _mm_crc32_u64(c, head[2]);
+  } else {
+    for (uint64_t w : head) a = _mm_crc32_u64(a, w);
+  }
   const uint8_t* p = tail.data();
   size_t i = 0;
   for (; i + 3 <= n; i += 3) {
