@@ -2,7 +2,7 @@
 // aggregation behind every flat report row, updated once per sample.
 //
 // An open-addressing table (linear probing, power-of-two capacity, at most
-// half full), because a profile has up to millions of distinct locations and
+// three quarters full, in huge pages: see huge_array.h), because a profile has up to millions of distinct locations and
 // a node-based map costs an allocation and several cache misses per new one;
 // here a lookup touches one or two cache lines.  Objects are compared by
 // pointer (they are interned by the Profile, which outlives the table); a
@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "huge_array.h"
+
 namespace mmap3 {
 
 struct MappedObject;
@@ -22,7 +24,11 @@ class LocationCounts {
  public:
   void Add(uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n = 1,
            uint64_t period = 1) {
-    pending_[pending_size_++] = Pending{object, offset, n, period, comm};
+    const uint64_t hash = Hash(comm, object, offset);
+    // Its slot is asked for now, the batch's earlier ones before it: by the
+    // time the batch is counted, most have come.
+    __builtin_prefetch(slots_.data() + (hash & (slots_.size() - 1)), 1);
+    pending_[pending_size_++] = Pending{object, offset, n, period, comm, hash};
     if (pending_size_ == kBatch) Drain();
   }
 
@@ -32,7 +38,7 @@ class LocationCounts {
   uint32_t AddNow(uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n = 1,
                   uint64_t period = 1) {
     Drain();
-    if ((size_ + 1) * 2 > slots_.size()) Grow(size_ + 1);
+    if ((size_ + 1) * 4 > slots_.size() * 3) Grow(size_ + 1);
     Slot& s = Find(Hash(comm, object, offset), comm, object, offset);
     if (s.id == 0) {
       s = Slot{object, offset, 0, 0, comm, static_cast<uint32_t>(++size_)};
@@ -80,9 +86,10 @@ class LocationCounts {
     uint32_t comm;
     uint64_t hash;
   };
-  // Adds are batched: the slots of a batch are prefetched before any is
-  // touched, so their cache misses overlap instead of following each other
-  // (the table outgrows the caches in a long profile).
+  // Adds are batched: each add prefetches its slot, and a batch's slots
+  // are touched only once it is full, so their cache misses overlap
+  // instead of following each other (the table outgrows the caches in a
+  // long profile).
   static constexpr size_t kBatch = 32;
 
   static uint64_t Hash(uint32_t comm, const MappedObject* object, uint64_t offset) {
@@ -113,13 +120,7 @@ class LocationCounts {
       s.period += p.period;
     }
     pending_ids_size_ = 0;
-    if ((size_ + pending_size_) * 2 > slots_.size()) Grow(size_ + pending_size_);
-    const size_t mask = slots_.size() - 1;
-    for (size_t i = 0; i < pending_size_; ++i) {
-      Pending& p = pending_[i];
-      p.hash = Hash(p.comm, p.object, p.offset);
-      __builtin_prefetch(&slots_[p.hash & mask], 1);
-    }
+    if ((size_ + pending_size_) * 4 > slots_.size() * 3) Grow(size_ + pending_size_);
     for (size_t i = 0; i < pending_size_; ++i) {
       const Pending& p = pending_[i];
       Slot& s = Find(p.hash, p.comm, p.object, p.offset);
@@ -135,8 +136,8 @@ class LocationCounts {
 
   void Grow(size_t want) const {
     size_t capacity = slots_.empty() ? 1024 : slots_.size();
-    while (want * 2 > capacity) capacity *= 2;
-    std::vector<Slot> old(capacity, Slot{});
+    while (want * 4 > capacity * 3) capacity *= 2;
+    HugeArray<Slot> old(capacity);  // zero: every slot empty
     old.swap(slots_);
     for (const Slot& s : old) {
       if (s.id == 0) continue;
@@ -148,7 +149,8 @@ class LocationCounts {
 
   // Mutable: reading drains the pending batch first; the counts a reader
   // sees are always complete.
-  mutable std::vector<Slot> slots_;
+  // Never empty: Add() masks by its size.  Huge pages: see huge_array.h.
+  mutable HugeArray<Slot> slots_ = HugeArray<Slot>(1024);
   mutable size_t size_ = 0;
   mutable Pending pending_[kBatch];
   mutable size_t pending_size_ = 0;
