@@ -500,7 +500,11 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
       const DecodeStatus status = DecodeSampleRecord(record, layout_, &s);
       if (status == DecodeStatus::kOk) {
         SampleStart start;
-        if (BeginSample(s, &start)) FinishSample(s, start);
+        if (!BeginSample(s, &start)) continue;
+        if (flat_only_)
+          CountFlat(s, start);
+        else
+          FinishSample(s, start);
       } else if (status != DecodeStatus::kIgnored) {
         ++bad_records_;
       }
@@ -542,16 +546,27 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
   }
 }
 
+[[gnu::always_inline]] inline void Profile::NoteLeaf(const MappedObject* object, uint64_t ip) {
+  if (object == nullptr)
+    ++unattributed_;
+  else if (object->source == BuildIdSource::kBpf)
+    CountBpfSample(ip);
+}
+
+[[gnu::always_inline]] inline void Profile::CountFlat(const SampleRecord& s,
+                                                       const SampleStart& start) {
+  const Frame leaf = start.space == Space::kUser ? ResolveUser(s.pid, s.ip)
+                                                 : Resolve(s.pid, s.ip, start.space);
+  NoteLeaf(leaf.object, s.ip);
+  flat_.Add(start.comm, leaf.object, leaf.offset, 1, start.period);
+}
+
 [[gnu::always_inline]] inline void Profile::FinishSample(const SampleRecord& s,
                                                           const SampleStart& start) {
   const uint64_t period = start.period;
   const uint32_t comm = start.comm;
   const Space space = start.space;
-  // The leaf's own counts, but the flat one.
-  auto note_leaf = [&](const MappedObject* object) {
-    if (object == nullptr) ++unattributed_;
-    if (object != nullptr && object->source == BuildIdSource::kBpf) CountBpfSample(s.ip);
-  };
+  auto note_leaf = [&](const MappedObject* object) { NoteLeaf(object, s.ip); };
   // A chain seen before, in the same processes' state, resolves to the
   // same stacks and the same leaf: counted by their ids without resolving
   // its frames again (not for script and pprof's frames, which keep more

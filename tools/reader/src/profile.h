@@ -175,6 +175,11 @@ class Profile {
   // OnSample() in two steps: false if the sample is counted as bad.
   bool BeginSample(const SampleRecord& s, SampleStart* start);
   void FinishSample(const SampleRecord& s, const SampleStart& start);
+  // FinishSample() when flat_only_: the leaf's flat count, nothing else.
+  void CountFlat(const SampleRecord& s, const SampleStart& start);
+  // The counts of a sample's leaf other than the flat one: unattributed,
+  // or the BPF program's.
+  void NoteLeaf(const MappedObject* object, uint64_t ip);
   // Whether chains are counted by their ids through memo_ (not for script
   // and pprof's frames, which keep more than the ids).
   bool Memoized() const { return memoized_; }
