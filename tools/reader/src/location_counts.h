@@ -2,9 +2,10 @@
 // aggregation behind every flat report row, updated once per sample.
 //
 // An open-addressing table (linear probing, power-of-two capacity, at most
-// three quarters full, in huge pages: see huge_array.h), because a profile has up to millions of distinct locations and
-// a node-based map costs an allocation and several cache misses per new one;
-// here a lookup touches one or two cache lines.  Objects are compared by
+// three quarters full, in huge pages: see huge_array.h), because a profile
+// has up to millions of distinct locations and a node-based map costs an
+// allocation and several cache misses per new one; here a lookup touches
+// one or two cache lines.  Objects are compared by
 // pointer (they are interned by the Profile, which outlives the table); a
 // null object is a valid key (an address in no mapping, offset = the ip).
 #ifndef MMAP3_READER_LOCATION_COUNTS_H_
