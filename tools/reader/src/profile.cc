@@ -578,13 +578,16 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
     bool valid = false;
     memo = memo_.Lookup(head, s.callchain.bytes(), start.memo_hash, epoch_, &valid);
     if (valid) {
-      ids = memo_.Get(memo);
-      note_leaf(ids.leaf_object);
-      flat_.Count(ids.location, 1, period);
-      if (options_.callchains) stacks_.Count(ids.stack, period);
-      if (options_.controls.children) chains_.Count(ids.chain, period);
+      note_leaf(memo_.Get(memo).leaf_object);
+      memo_.Accumulate(memo, period);
       return;
     }
+    // Its hits so far go to the ids they were counted under, not to those
+    // it is filled in with below.
+    if (memo != ChainMemo::kFull)
+      memo_.Settle(memo, [this](const ChainMemo::Ids& old, uint64_t samples, uint64_t sum) {
+        CountMemoHits(old, samples, sum);
+      });
   }
   Frame leaf = space == Space::kUser ? ResolveUser(s.pid, s.ip) : Resolve(s.pid, s.ip, space);
   note_leaf(leaf.object);
@@ -667,6 +670,25 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
   }
 }
 
+void Profile::CountMemoHits(const ChainMemo::Ids& ids, uint64_t samples, uint64_t period) const {
+  flat_.Count(ids.location, samples, period);
+  if (options_.callchains) stacks_.Count(ids.stack, samples, period);
+  if (options_.controls.children) chains_.Count(ids.chain, samples, period);
+}
+
+void Profile::SettleMemo() const {
+  memo_.SettleAll([this](const ChainMemo::Ids& ids, uint64_t samples, uint64_t period) {
+    CountMemoHits(ids, samples, period);
+  });
+}
+
+uint64_t Profile::CountedSamples() const {
+  SettleMemo();
+  uint64_t n = 0;
+  flat_.ForEach([&n](uint32_t, const MappedObject*, uint64_t, uint64_t count, uint64_t) { n += count; });
+  return n;
+}
+
 std::vector<const MappedObject*> Profile::Objects() const {
   std::vector<const MappedObject*> out;
   for (const auto& [key, object] : objects_) out.push_back(object.get());
@@ -705,6 +727,7 @@ const MappedObject* Profile::Shown(const MappedObject* object) const {
 }
 
 ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode) const {
+  SettleMemo();
   ReportModel model;
   model.mode = mode;
   model.samples = samples_;

@@ -87,6 +87,10 @@ class Profile {
   uint64_t unattributed() const { return unattributed_; }
   // Distinct (comm, object, offset) locations sampled.
   size_t locations() const { return flat_.size(); }
+  // The samples the flat counts hold, once a memo hit's counts left in its
+  // entry are settled: samples(), unless a count was lost.  For checks,
+  // and for a benchmark to include the settling.
+  uint64_t CountedSamples() const;
   size_t mapping_count() const { return mappings_.size(); }
   const ProcessTable& processes() const { return processes_; }
   // Every distinct object seen (including the kernel), for build-id tables.
@@ -180,6 +184,11 @@ class Profile {
   // The counts of a sample's leaf other than the flat one: unattributed,
   // or the BPF program's.
   void NoteLeaf(const MappedObject* object, uint64_t ip);
+  // Counts on a memo entry's ids what its hits left in it: before the ids
+  // change (a stale entry filled in again), and in every reader of flat_,
+  // stacks_ or chains_ (BuildReport), before it reads them.
+  void SettleMemo() const;
+  void CountMemoHits(const ChainMemo::Ids& ids, uint64_t samples, uint64_t period) const;
   // Whether chains are counted by their ids through memo_ (not for script
   // and pprof's frames, which keep more than the ids).
   bool Memoized() const { return memoized_; }
@@ -271,16 +280,19 @@ class Profile {
   mutable std::array<SpaceCacheEntry, kSpaceCache> space_cache_{};
   // Per event: samples and the sum of their periods.
   std::vector<uint64_t> event_samples_, event_period_;
-  LocationCounts flat_;
+  // flat_, stacks_ and chains_ are mutable for SettleMemo(): a memo hit's
+  // counts may still be in its entry, and every reader settles them first.
+  mutable LocationCounts flat_;
   // With callchains: (task, (object, offset) outermost first) -> samples.
-  StackCounts stacks_;
+  mutable StackCounts stacks_;
   std::vector<MappingEntry> mappings_;
   // With --children: (task, (object, offset) leaf first) -> counts.
-  StackCounts chains_;
+  mutable StackCounts chains_;
   // (pid, task, sample's space, ip, call chain as recorded) -> the ids in
   // stacks_ and chains_, valid while epoch_ is unchanged: every record
-  // other than a sample starts a new epoch.
-  ChainMemo memo_;
+  // other than a sample starts a new epoch.  A hit is counted in its entry
+  // (ChainMemo::Accumulate).
+  mutable ChainMemo memo_;
   uint64_t epoch_ = 0;
   // OnSample's per-sample lists, kept for their capacity.
   std::vector<StackCounts::Frame> frames_scratch_, chain_scratch_;

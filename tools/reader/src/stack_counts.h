@@ -54,15 +54,16 @@ class StackCounts {
       }
       Stack& s = stacks_[slot - 1];
       if (s.hash == h && s.task == task && Equal(s, frames)) {
-        Count(slot - 1, period);
+        Count(slot - 1, 1, period);
         return slot - 1;
       }
     }
   }
 
-  // Counts one more sample of `period` on the stack `id` (from Add).
-  void Count(uint32_t id, uint64_t period) {
-    ++sums_[id].samples;
+  // Counts `samples` more samples whose periods add up to `period` on the
+  // stack `id` (from Add).
+  void Count(uint32_t id, uint64_t samples, uint64_t period) {
+    sums_[id].samples += samples;
     sums_[id].period += period;
   }
 
@@ -118,6 +119,11 @@ class StackCounts {
 // valid in one epoch: the caller starts a new one whenever what the words
 // resolve to may have changed (a mapping, a process); an entry of an older
 // epoch is found but reported stale, and refilled in place.
+//
+// A hit's counts can be left in its entry (Accumulate), whose first line the
+// lookup has just read, instead of going to three tables elsewhere in
+// memory; Settle() and SettleAll() hand them on, to the ids they were
+// counted under, before those change or anything reads the tables.
 //
 // A hit costs a hash of the key and, most of the time, two places in
 // memory: its slot, which holds part of the hash, so that a probe past
@@ -192,6 +198,29 @@ class ChainMemo {
     words_[e + kLocation] = ids.location;
   }
 
+  // One more sample of `period` on the entry's ids, kept in the entry.
+  void Accumulate(Entry e, uint64_t period) {
+    ++words_[e + kSamples];
+    words_[e + kPeriod] += period;
+    accumulated_ = true;
+  }
+  // fn(ids, samples, period) with what Accumulate() kept in the entry,
+  // if anything, which is then zero: before Set() changes its ids.
+  template <typename Fn>
+  void Settle(Entry e, Fn&& fn) {
+    if (words_[e + kSamples] == 0) return;
+    fn(Get(e), words_[e + kSamples], words_[e + kPeriod]);
+    words_[e + kSamples] = words_[e + kPeriod] = 0;
+  }
+  // Settle() of every entry: before the counts are read.
+  template <typename Fn>
+  void SettleAll(Fn&& fn) {
+    if (!accumulated_) return;
+    for (size_t at = 0; at < words_.size(); at += kHeader + (words_[at + kSize] & 0xffffffffu))
+      Settle(static_cast<Entry>(at), fn);
+    accumulated_ = false;
+  }
+
   size_t size() const { return count_; }
 
   // The hash Lookup() uses by default (tests): CRC32C where the CPU has
@@ -205,7 +234,19 @@ class ChainMemo {
 
  private:
   // An entry's words: a header, then the key.
-  enum : uint32_t { kHash, kEpoch, kSize, kStackChain, kLeafObject, kLeafOffset, kLocation, kHeader };
+  // kSamples and kPeriod: what Accumulate() kept, not yet settled.
+  enum : uint32_t {
+    kHash,
+    kEpoch,
+    kSize,
+    kStackChain,
+    kLeafObject,
+    kLeafOffset,
+    kLocation,
+    kSamples,
+    kPeriod,
+    kHeader
+  };
   struct Slot {
     uint32_t tag;    // the hash's high half
     uint32_t entry;  // Entry + 1; 0 is empty
@@ -216,6 +257,7 @@ class ChainMemo {
   std::vector<Slot> slots_;
   std::vector<uint64_t> words_;
   size_t count_ = 0;
+  bool accumulated_ = false;  // since the last SettleAll()
 };
 
 }  // namespace mmap3

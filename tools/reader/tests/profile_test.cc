@@ -783,17 +783,16 @@ TEST(ProfileTest, TheSameChainAfterAMappingChangeOrInAnotherProcessIsResolvedAga
   EXPECT_EQ(got, want);
 }
 
-// ProcessBatch() overlaps the work of a run of samples; what it counts must
-// be what Process() counts record by record, whatever the batches: with
-// mappings, forks, exits and renames between the samples (each of which
-// changes what the next samples resolve to), bad samples, chains seen
-// again and first seen, in every mode a report has.
-TEST(ProfileTest, BatchesCountWhatRecordByRecordCounts) {
-  std::mt19937_64 rng(11);
+// A capture's records in time order: samples with chains seen again and
+// again (memo hits), first seen, and bad, with mappings, forks, exits and
+// renames between them, each of which changes what the next samples
+// resolve to.
+std::vector<std::vector<uint8_t>> MixedRecords(uint64_t seed) {
+  std::mt19937_64 rng(seed);
   const uint64_t user = static_cast<uint64_t>(PERF_CONTEXT_USER);
   const uint64_t kernel = static_cast<uint64_t>(PERF_CONTEXT_KERNEL);
-  // A few chains, seen again and again (memo hits) until a record other
-  // than a sample changes what they resolve to.
+  // A few chains, seen again and again until a record other than a
+  // sample changes what they resolve to.
   std::vector<std::vector<uint64_t>> chains;
   for (int i = 0; i < 12; ++i) {
     std::vector<uint64_t> c;
@@ -838,6 +837,16 @@ TEST(ProfileTest, BatchesCountWhatRecordByRecordCounts) {
       records.push_back(Sample(pid, ip, t++, chain, in_kernel, 1 + rng() % 5));
     }
   }
+  return records;
+}
+
+// ProcessBatch() overlaps the work of a run of samples; what it counts must
+// be what Process() counts record by record, whatever the batches: with
+// mappings, forks, exits and renames between the samples (each of which
+// changes what the next samples resolve to), bad samples, chains seen
+// again and first seen, in every mode a report has.
+TEST(ProfileTest, BatchesCountWhatRecordByRecordCounts) {
+  const std::vector<std::vector<uint8_t>> records = MixedRecords(11);
   auto report = [&](ProfileOptions o, bool batches) {
     Profile p(o);
     p.SetFormat(kFormat);
@@ -876,6 +885,60 @@ TEST(ProfileTest, BatchesCountWhatRecordByRecordCounts) {
     EXPECT_TRUE(one == batched) << "mode " << mode << ", line " << line << ":\n  one by one: " << la
                                 << "\n  batched:    " << lb;
     EXPECT_NE(one.find("[unknown]"), std::string::npos) << "mode " << mode;
+  }
+}
+
+// A chain seen again in the same epoch is counted through its memo entry,
+// its counts kept there until a report reads them or the entry is filled in
+// again: what it counts must be what resolving every sample counts (the
+// memo is off with sample_frames), whenever the report is read, and each
+// hit must stay with what its chain resolved to when it was taken, not
+// with what it resolves to after the next mapping.
+TEST(ProfileTest, MemoHitsCountWhatResolvingEverySampleCounts) {
+  for (uint64_t seed : {11, 12, 13}) {
+    const std::vector<std::vector<uint8_t>> records = MixedRecords(seed);
+    // `read_at`: a report is also read there, mid-way, and is part of what
+    // is compared.
+    auto report = [&](ProfileOptions o, size_t read_at) {
+      Profile p(o);
+      p.SetFormat(kFormat);
+      SymbolSearch s;
+      s.debug_dir = "";
+      std::ostringstream out;
+      auto read = [&] {
+        const ReportModel m = ReportWith(p, s);
+        WriteTextReport(m, out);
+        WriteFoldedReport(m, out);
+        out << p.samples() << " " << p.bad_records() << " " << p.unattributed() << " "
+            << p.locations() << "\n";
+        EXPECT_EQ(p.CountedSamples(), p.samples());
+      };
+      std::vector<Bytes> views(records.begin(), records.end());
+      for (size_t i = 0; i < views.size(); i += 50) {
+        if (i == read_at) read();
+        p.ProcessBatch(std::span<const Bytes>(views).subspan(i, std::min<size_t>(50, views.size() - i)));
+      }
+      read();
+      return out.str();
+    };
+    for (int mode = 0; mode < 3; ++mode) {
+      ProfileOptions o;
+      o.callchains = mode != 1;
+      o.controls.children = mode != 0;
+      ProfileOptions resolved = o;
+      resolved.sample_frames = true;
+      for (size_t read_at : {size_t{SIZE_MAX}, size_t{1000}, size_t{2500}}) {
+        const std::string want = report(resolved, read_at), got = report(o, read_at);
+        EXPECT_NE(want.find("[unknown]"), std::string::npos);
+        std::istringstream a(want), b(got);
+        std::string la, lb;
+        int line = 0;
+        while (std::getline(a, la) && std::getline(b, lb) && la == lb) ++line;
+        EXPECT_TRUE(want == got) << "seed " << seed << ", mode " << mode << ", read at "
+                                 << read_at << ", line " << line << ":\n  resolved: " << la
+                                 << "\n  memo:     " << lb;
+      }
+    }
   }
 }
 

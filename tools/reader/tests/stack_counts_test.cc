@@ -265,5 +265,59 @@ TEST(ChainMemo, KeysWithOneHashAreToldApartByTheirWords) {
   });
 }
 
+// Hits counted in their entries (Accumulate) are handed on once each, to
+// the ids the entry had when they were counted: Settle() of one entry
+// before its ids change, SettleAll() of every entry, and nothing twice.
+// Checked against a model of what each (ids) should have been given.
+TEST(ChainMemo, AccumulatedHitsAreSettledOnceOnTheirOwnIds) {
+  ChainMemo memo;
+  std::mt19937_64 rng(3);
+  std::vector<std::vector<uint64_t>> keys(50);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = {i, rng() % 3, rng()};
+  std::vector<ChainMemo::Entry> entries;
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> want, got;  // stack id -> samples, period
+  auto settled = [&](const ChainMemo::Ids& ids, uint64_t samples, uint64_t period) {
+    got[ids.stack].first += samples;
+    got[ids.stack].second += period;
+  };
+  uint32_t next_stack = 1;
+  std::vector<uint32_t> stack_of(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    bool valid = true;
+    entries.push_back(memo.Lookup(keys[i], {}, 1, &valid));
+    ASSERT_FALSE(valid);
+    ChainMemo::Ids ids;
+    ids.stack = stack_of[i] = next_stack++;
+    memo.Set(entries[i], ids);
+  }
+  // Nothing accumulated: nothing to settle.
+  memo.SettleAll(settled);
+  EXPECT_TRUE(got.empty());
+  for (int round = 0; round < 2000; ++round) {
+    const size_t i = rng() % keys.size();
+    const uint64_t r = rng() % 100;
+    if (r < 80) {
+      const uint64_t period = 1 + rng() % 1000;
+      memo.Accumulate(entries[i], period);
+      want[stack_of[i]].first += 1;
+      want[stack_of[i]].second += period;
+    } else if (r < 95) {
+      // Filled in again with other ids: what it kept goes to the old ones.
+      memo.Settle(entries[i], settled);
+      ChainMemo::Ids ids = memo.Get(entries[i]);
+      ids.stack = stack_of[i] = next_stack++;
+      memo.Set(entries[i], ids);
+    } else {
+      memo.SettleAll(settled);
+      EXPECT_EQ(got, want) << "round " << round;
+    }
+  }
+  memo.SettleAll(settled);
+  EXPECT_EQ(got, want);
+  EXPECT_GT(want.size(), keys.size());  // ids were changed along the way
+  memo.SettleAll(settled);              // again: nothing is left to hand on
+  EXPECT_EQ(got, want);
+}
+
 }  // namespace
 }  // namespace mmap3
