@@ -685,7 +685,8 @@ void Profile::SettleMemo() const {
 uint64_t Profile::CountedSamples() const {
   SettleMemo();
   uint64_t n = 0;
-  flat_.ForEach([&n](uint32_t, const MappedObject*, uint64_t, uint64_t count, uint64_t) { n += count; });
+  flat_.ForEach(
+      [&n](uint32_t, const MappedObject*, uint64_t, uint64_t count, uint64_t) { n += count; });
   return n;
 }
 

@@ -916,7 +916,8 @@ TEST(ProfileTest, MemoHitsCountWhatResolvingEverySampleCounts) {
       std::vector<Bytes> views(records.begin(), records.end());
       for (size_t i = 0; i < views.size(); i += 50) {
         if (i == read_at) read();
-        p.ProcessBatch(std::span<const Bytes>(views).subspan(i, std::min<size_t>(50, views.size() - i)));
+        const size_t n = std::min<size_t>(50, views.size() - i);
+        p.ProcessBatch(std::span<const Bytes>(views).subspan(i, n));
       }
       read();
       return out.str();
