@@ -99,35 +99,50 @@ inline uint64_t HashWords(std::span<const uint64_t> head, std::span<const uint8_
   return Finish(Step(Step(Step(a, b), c), d));
 }
 
-// Whether the n bytes at a and b are the same (n a multiple of 8): without
-// a branch per word and without a call into memcmp, whose dispatch costs
-// more than these short keys; 16 bytes at a time where SSE2 is (x86-64
-// always has it).
-inline bool SameBytes(const uint8_t* a, const uint8_t* b, size_t n) {
-  size_t i = 0;
-  uint64_t diff = 0;
+// The n bytes at a and b (n a multiple of 8) xor-ed into d: a difference
+// anywhere leaves a bit set.  16 bytes at a time where SSE2 is (x86-64
+// always has it), the last 16 overlapping the chunk before them when n is
+// not a multiple of 16, so that no word is left to a loop of its own;
+// without a branch per word and without a call into memcmp, whose dispatch
+// costs more than these short keys.
 #if defined(__SSE2__)
+using Diff = __m128i;
+inline Diff NoDiff() { return _mm_setzero_si128(); }
+inline Diff AddDiff(Diff d, const uint8_t* a, const uint8_t* b, size_t n) {
   auto x = [&](size_t at) {
     return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + at)),
                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + at)));
   };
-  __m128i d = _mm_setzero_si128();
+  if (n == 0) return d;
+  if (n < 16)  // one word
+    return _mm_or_si128(d, _mm_cvtsi64_si128(static_cast<long long>(Word(a) ^ Word(b))));
+  d = _mm_or_si128(d, x(n - 16));
+  size_t i = 0;
   for (; i + 64 <= n; i += 64)
     d = _mm_or_si128(d, _mm_or_si128(_mm_or_si128(x(i), x(i + 16)), _mm_or_si128(x(i + 32), x(i + 48))));
   for (; i + 16 <= n; i += 16) d = _mm_or_si128(d, x(i));
-  diff = static_cast<uint64_t>(_mm_cvtsi128_si64(d)) |
-         static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(d, d)));
-#endif
-  for (; i < n; i += 8) diff |= Word(a + i) ^ Word(b + i);
-  return diff == 0;
+  return d;
 }
+inline bool IsNoDiff(Diff d) {
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) == 0xffff;
+}
+#else
+using Diff = uint64_t;
+inline Diff NoDiff() { return 0; }
+inline Diff AddDiff(Diff d, const uint8_t* a, const uint8_t* b, size_t n) {
+  for (size_t i = 0; i < n; i += 8) d |= Word(a + i) ^ Word(b + i);
+  return d;
+}
+inline bool IsNoDiff(Diff d) { return d == 0; }
+#endif
 
 // Whether stored words are the head then the tail.
 inline bool SameWords(const uint64_t* stored, std::span<const uint64_t> head,
                       std::span<const uint8_t> tail) {
   const auto* w = reinterpret_cast<const uint8_t*>(stored);
-  return SameBytes(w, reinterpret_cast<const uint8_t*>(head.data()), head.size() * 8) &&
-         SameBytes(w + head.size() * 8, tail.data(), tail.size() / 8 * 8);
+  const size_t head_bytes = head.size() * 8;
+  Diff d = AddDiff(NoDiff(), w, reinterpret_cast<const uint8_t*>(head.data()), head_bytes);
+  return IsNoDiff(AddDiff(d, w + head_bytes, tail.data(), tail.size() / 8 * 8));
 }
 
 }  // namespace
