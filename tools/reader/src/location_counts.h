@@ -23,13 +23,14 @@ struct MappedObject;
 
 class LocationCounts {
  public:
-  void Add(uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n = 1,
-           uint64_t period = 1) {
+  // One sample at a location.  Inline: it is on every flat sample's path.
+  [[gnu::always_inline]] void Add(uint32_t comm, const MappedObject* object, uint64_t offset,
+                                  uint64_t period = 1) {
     const uint64_t hash = Hash(comm, object, offset);
     // Its slot is asked for now, the batch's earlier ones before it: by the
     // time the batch is counted, most have come.
     __builtin_prefetch(slots_.data() + (hash & (slots_.size() - 1)), 1);
-    pending_[pending_size_++] = Pending{object, offset, n, period, comm, hash};
+    pending_[pending_size_++] = Pending{object, offset, period, comm, hash};
     if (pending_size_ == kBatch) Drain();
   }
 
@@ -79,10 +80,9 @@ class LocationCounts {
     uint32_t comm;
     uint32_t id;  // the location's id + 1; 0: an empty slot
   };
-  struct Pending {
+  struct Pending {  // one sample
     const MappedObject* object;
     uint64_t offset;
-    uint64_t n;
     uint64_t period;
     uint32_t comm;
     uint64_t hash;
@@ -129,7 +129,7 @@ class LocationCounts {
         s = Slot{p.object, p.offset, 0, 0, p.comm, static_cast<uint32_t>(++size_)};
         slot_of_id_.push_back(static_cast<uint32_t>(&s - slots_.data()));
       }
-      s.count += p.n;
+      ++s.count;
       s.period += p.period;
     }
     pending_size_ = 0;

@@ -213,7 +213,7 @@ class Profile {
   }
   // The index of `pid`'s mappings (empty for a process never seen), from a
   // direct-mapped cache by pid that holds it for the current epoch.
-  std::span<const AddressSpace::Range> UserRanges(uint32_t pid) const {
+  [[gnu::always_inline]] std::span<const AddressSpace::Range> UserRanges(uint32_t pid) const {
     const SpaceCacheEntry& e = space_cache_[pid % kSpaceCache];
     if (e.epoch == epoch_ && e.pid == pid) return e.ranges;
     return UserRangesMiss(pid);

@@ -32,11 +32,14 @@ TEST(LocationCounts, CountsEachLocationSeparately) {
   counts.Add(2, a, 0x10);      // another comm
   counts.Add(1, b, 0x10);      // another object
   counts.Add(1, nullptr, 0x10);  // no object: a raw address
-  counts.Add(1, a, 0x14, 5);
+  for (int i = 0; i < 5; ++i) counts.Add(1, a, 0x14, 7);
   EXPECT_EQ(counts.size(), 5u);
   std::map<Key, uint64_t> want = {{{1, a, 0x10}, 2}, {{2, a, 0x10}, 1}, {{1, b, 0x10}, 1},
                                   {{1, nullptr, 0x10}, 1}, {{1, a, 0x14}, 5}};
-  EXPECT_EQ(Collect(counts), want);
+  std::map<Key, uint64_t> periods;
+  EXPECT_EQ(Collect(counts, &periods), want);
+  EXPECT_EQ(periods[(Key{1, a, 0x14})], 35u);  // a sample's period, not its count
+  EXPECT_EQ(periods[(Key{1, a, 0x10})], 2u);   // the default period: 1
 }
 
 TEST(LocationCounts, AgreesWithAMapThroughGrowth) {
@@ -51,7 +54,7 @@ TEST(LocationCounts, AgreesWithAMapThroughGrowth) {
     const auto* object = reinterpret_cast<const MappedObject*>((rng() % 4) * 64);
     const uint64_t offset = (rng() % 20000) * 4;
     const uint64_t period = 1 + rng() % 1000;
-    counts.Add(comm, object, offset, 1, period);
+    counts.Add(comm, object, offset, period);
     ++want[{comm, object, offset}];
     want_period[{comm, object, offset}] += period;
   }
@@ -85,7 +88,7 @@ TEST(LocationCounts, IdsCountWhereTheirLocationIsThroughGrowth) {
       }
       ids[key] = got;
     } else {
-      counts.Add(comm, object, offset, 1, period);
+      counts.Add(comm, object, offset, period);
     }
     ++want[key];
     want_period[key] += period;
