@@ -37,7 +37,7 @@ class LocationCounts {
   // Add() at once, returning the location's id: dense, stable, valid for
   // Count() (batched adds before it are counted first, so locations are
   // placed in the order they were added, as with Add()).
-  uint32_t AddNow(uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n = 1,
+  uint32_t AddNow(uint32_t comm, const MappedObject* object, uint64_t offset,
                   uint64_t period = 1) {
     Drain();
     if ((size_ + 1) * 4 > slots_.size() * 3) Grow(size_ + 1);
@@ -46,7 +46,7 @@ class LocationCounts {
       s = Slot{object, offset, 0, 0, comm, static_cast<uint32_t>(++size_)};
       slot_of_id_.push_back(static_cast<uint32_t>(&s - slots_.data()));
     }
-    s.count += n;
+    ++s.count;
     s.period += period;
     return s.id - 1;
   }

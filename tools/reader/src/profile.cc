@@ -596,7 +596,7 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
   // A memo entry keeps the location's id: its next hit counts there
   // without hashing it again.
   if (memo != ChainMemo::kFull)
-    ids.location = flat_.AddNow(comm, leaf.object, leaf.offset, 1, period);
+    ids.location = flat_.AddNow(comm, leaf.object, leaf.offset, period);
   else
     flat_.Add(comm, leaf.object, leaf.offset, period);
   ids.leaf_object = leaf.object;

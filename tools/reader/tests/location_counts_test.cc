@@ -82,7 +82,7 @@ TEST(LocationCounts, IdsCountWhereTheirLocationIsThroughGrowth) {
     if (id != ids.end() && rng() % 2 == 0) {
       counts.Count(id->second, 1, period);
     } else if (rng() % 3 == 0) {
-      const uint32_t got = counts.AddNow(comm, object, offset, 1, period);
+      const uint32_t got = counts.AddNow(comm, object, offset, period);
       if (id != ids.end()) {
         EXPECT_EQ(got, id->second) << "one location, one id";
       }
