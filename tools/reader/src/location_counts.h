@@ -8,9 +8,19 @@
 // one or two cache lines.  Objects are compared by
 // pointer (they are interned by the Profile, which outlives the table); a
 // null object is a valid key (an address in no mapping, offset = the ip).
+//
+// The hash is keyed by two random words drawn for each table: offsets,
+// comms and unattributed addresses come from the capture, and a crafted
+// capture must not be able to choose keys that all fall into one probe
+// run (with fixed constants it could: see Hash()).  Nothing read from the
+// table depends on where a location sits in it (ForEach()'s order is
+// documented as none), so the seed changes no output.
 #ifndef MMAP3_READER_LOCATION_COUNTS_H_
 #define MMAP3_READER_LOCATION_COUNTS_H_
 
+#include <sys/random.h>
+
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -23,6 +33,17 @@ struct MappedObject;
 
 class LocationCounts {
  public:
+  LocationCounts() {
+    if (getrandom(seed_, sizeof(seed_), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(seed_))) {
+      // No entropy yet (early boot) or no getrandom(): the clock and this
+      // table's address, which a capture cannot choose either.
+      const uint64_t t = static_cast<uint64_t>(
+          std::chrono::steady_clock::now().time_since_epoch().count());
+      seed_[0] = t ^ reinterpret_cast<uintptr_t>(this);
+      seed_[1] = (t * 0x9e3779b97f4a7c15ull) ^ (reinterpret_cast<uintptr_t>(this) << 17);
+    }
+  }
+
   // One sample at a location.  Inline: it is on every flat sample's path.
   [[gnu::always_inline]] void Add(uint32_t comm, const MappedObject* object, uint64_t offset,
                                   uint64_t period = 1) {
@@ -62,6 +83,20 @@ class LocationCounts {
     return size_;
   }
 
+  // How far the locations sit from the slots their hashes name, summed
+  // (0 when no two keys shared a slot): how well the hash spreads the
+  // keys, for tests.
+  uint64_t Displacement() const {
+    Drain();
+    const size_t mask = slots_.size() - 1;
+    uint64_t total = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& s = slots_[i];
+      if (s.id != 0) total += (i - Hash(s.comm, s.object, s.offset)) & mask;
+    }
+    return total;
+  }
+
   // fn(comm, object, offset, count, period) for each location, in no
   // defined order.
   template <typename Fn>
@@ -96,13 +131,16 @@ class LocationCounts {
   // One 64x64->128-bit multiply of the offset by the object and comm, its
   // halves folded (as wyhash's "mum" does): the high half depends on every
   // bit of both, so the slot's bits (the low ones) do too.  Half the
-  // instructions of a murmur3 finalizer over the same words.  Keys are
-  // compared in full, so a collision costs a probe, never a wrong count.
-  static uint64_t Hash(uint32_t comm, const MappedObject* object, uint64_t offset) {
+  // instructions of a murmur3 finalizer over the same words.  The product
+  // is 0 whenever either factor is, and small whenever one is small: with
+  // words a capture could know, an offset equal to the first would put
+  // every comm of its object in one slot.  The words are this table's
+  // random seed_.  Keys are compared in full, so a collision costs a
+  // probe, never a wrong count.
+  uint64_t Hash(uint32_t comm, const MappedObject* object, uint64_t offset) const {
     const unsigned __int128 product =
-        static_cast<unsigned __int128>(offset ^ 0x9e3779b97f4a7c15ull) *
-        (reinterpret_cast<uintptr_t>(object) ^ (static_cast<uint64_t>(comm) << 40) ^
-         0xc4ceb9fe1a85ec53ull);
+        static_cast<unsigned __int128>(offset ^ seed_[0]) *
+        (reinterpret_cast<uintptr_t>(object) ^ (static_cast<uint64_t>(comm) << 40) ^ seed_[1]);
     return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
   }
 
@@ -154,6 +192,7 @@ class LocationCounts {
   // Mutable: reading drains the pending batch first; the counts a reader
   // sees are always complete.
   // Never empty: Add() masks by its size.  Huge pages: see huge_array.h.
+  uint64_t seed_[2];  // Hash()'s key, drawn by the constructor
   mutable HugeArray<Slot> slots_ = HugeArray<Slot>(1024);
   mutable size_t size_ = 0;
   mutable Pending pending_[kBatch];
