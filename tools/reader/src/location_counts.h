@@ -189,10 +189,10 @@ class LocationCounts {
     }
   }
 
+  uint64_t seed_[2];  // Hash()'s key, drawn by the constructor
   // Mutable: reading drains the pending batch first; the counts a reader
   // sees are always complete.
   // Never empty: Add() masks by its size.  Huge pages: see huge_array.h.
-  uint64_t seed_[2];  // Hash()'s key, drawn by the constructor
   mutable HugeArray<Slot> slots_ = HugeArray<Slot>(1024);
   mutable size_t size_ = 0;
   mutable Pending pending_[kBatch];
