@@ -6,14 +6,11 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -101,16 +98,8 @@ bool ValidFileName(const std::string& name) {
 
 bool IsNoSpace(const Status& s) { return s.error_number() == ENOSPC || s.error_number() == EDQUOT; }
 
-std::string RandomSuffix() {
-  uint64_t r = 0;
-  if (getrandom(&r, sizeof(r), 0) != static_cast<ssize_t>(sizeof(r))) {
-    // No entropy yet (early boot): unique is enough, O_EXCL does the rest.
-    static std::atomic<uint64_t> counter{0};
-    r = (static_cast<uint64_t>(getpid()) << 32) ^ counter.fetch_add(1) ^
-        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  }
-  return fmt::format("{:016x}", r);
-}
+// Unique is enough when RandomWord() cannot draw: O_EXCL does the rest.
+std::string RandomSuffix() { return fmt::format("{:016x}", RandomWord()); }
 
 // Opens <root>/<names[0]>/.../<names[count-1]> one directory at a time with
 // O_NOFOLLOW, so that no symlink below the root is ever followed, creating

@@ -1,10 +1,13 @@
 #include "files.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 
 namespace mmap3 {
 namespace {
@@ -206,6 +209,16 @@ Result<std::string> ReadAllFd(int fd, uint64_t max_bytes, const std::string& pat
       return Status::Failure(path + ": larger than " + std::to_string(max_bytes) + " bytes");
     out.append(buf, static_cast<size_t>(n));
   }
+}
+
+uint64_t RandomWord() {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof(r), 0) != static_cast<ssize_t>(sizeof(r))) {
+    static std::atomic<uint64_t> counter{0};
+    r = (static_cast<uint64_t>(getpid()) << 32) ^ counter.fetch_add(1) ^
+        static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  return r;
 }
 
 }  // namespace mmap3

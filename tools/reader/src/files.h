@@ -96,6 +96,12 @@ Status ReplaceFile(const std::string& path, std::string_view data);
 // naming `path`, if there is more than `max_bytes`.
 Result<std::string> ReadAllFd(int fd, uint64_t max_bytes, const std::string& path);
 
+// A word from getrandom().  If that fails (no such call, or interrupted),
+// the pid, a per-process counter and the clock: different on every call of
+// every running process, and not something an input can choose.  For
+// temporary file names (with O_EXCL) and for hash keys.
+uint64_t RandomWord();
+
 }  // namespace mmap3
 
 #endif  // MMAP3_READER_FILES_H_

@@ -18,13 +18,11 @@
 #ifndef MMAP3_READER_LOCATION_COUNTS_H_
 #define MMAP3_READER_LOCATION_COUNTS_H_
 
-#include <sys/random.h>
-
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "files.h"
 #include "huge_array.h"
 
 namespace mmap3 {
@@ -33,16 +31,7 @@ struct MappedObject;
 
 class LocationCounts {
  public:
-  LocationCounts() {
-    if (getrandom(seed_, sizeof(seed_), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(seed_))) {
-      // No entropy yet (early boot) or no getrandom(): the clock and this
-      // table's address, which a capture cannot choose either.
-      const uint64_t t = static_cast<uint64_t>(
-          std::chrono::steady_clock::now().time_since_epoch().count());
-      seed_[0] = t ^ reinterpret_cast<uintptr_t>(this);
-      seed_[1] = (t * 0x9e3779b97f4a7c15ull) ^ (reinterpret_cast<uintptr_t>(this) << 17);
-    }
-  }
+  LocationCounts() : seed_{RandomWord(), RandomWord()} {}
 
   // One sample at a location.  Inline: it is on every flat sample's path.
   [[gnu::always_inline]] void Add(uint32_t comm, const MappedObject* object, uint64_t offset,

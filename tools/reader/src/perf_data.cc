@@ -2,12 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -53,13 +51,8 @@ static_assert(sizeof(BuildIdEntryHeader) == 36);
 std::string HiddenName(const std::string& path) {
   const size_t slash = path.rfind('/');
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  uint64_t r = 0;
-  if (getrandom(&r, sizeof(r), 0) != static_cast<ssize_t>(sizeof(r))) {
-    static std::atomic<uint64_t> counter{0};
-    r = (static_cast<uint64_t>(getpid()) << 32) ^ counter.fetch_add(1);
-  }
   // Short enough for any base name that fits in NAME_MAX itself.
-  return fmt::format(".{}.{:016x}", base.substr(0, 200), r);
+  return fmt::format(".{}.{:016x}", base.substr(0, 200), RandomWord());
 }
 
 void Append(std::vector<uint8_t>& out, const void* p, size_t n) {
