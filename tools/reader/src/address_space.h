@@ -100,6 +100,10 @@ struct MappedObject {
   // trampoline): the record's name is its one symbol, over the record's
   // whole range; offsets are addresses.
   bool ksymbol = false;
+  // The Profile's number for it (see Profile::InternObject): 1, 2, ... in the
+  // order objects were interned, 0 for one that was not.  Its key in the
+  // flat counts, which hold 32-bit numbers rather than pointers.
+  uint32_t number = 0;
 };
 
 struct Mapping {

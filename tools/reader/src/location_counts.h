@@ -4,10 +4,11 @@
 // An open-addressing table (linear probing, power-of-two capacity, at most
 // three quarters full, in huge pages: see huge_array.h), because a profile
 // has up to millions of distinct locations and a node-based map costs an
-// allocation and several cache misses per new one; here a lookup touches
-// one or two cache lines.  Objects are compared by
-// pointer (they are interned by the Profile, which outlives the table); a
-// null object is a valid key (an address in no mapping, offset = the ip).
+// allocation and several cache misses per new one.  A slot is 32 bytes,
+// so that it never straddles two cache lines: a lookup that finds its
+// location at home touches one line.  For that, objects are 32-bit numbers
+// the caller gives them (the Profile's MappedObject::number); 0 is a valid
+// key (the Profile's: an address in no mapping, offset = the ip).
 //
 // The hash is keyed by two random words drawn for each table: offsets,
 // comms and unattributed addresses come from the capture, and a crafted
@@ -27,38 +28,32 @@
 
 namespace mmap3 {
 
-struct MappedObject;
-
 class LocationCounts {
  public:
   LocationCounts() : seed_{RandomWord(), RandomWord()} {}
 
   // One sample at a location.  Inline: it is on every flat sample's path.
-  [[gnu::always_inline]] void Add(uint32_t comm, const MappedObject* object, uint64_t offset,
+  [[gnu::always_inline]] void Add(uint32_t comm, uint32_t object, uint64_t offset,
                                   uint64_t period = 1) {
     const uint64_t hash = Hash(comm, object, offset);
     // Its slot is asked for now, the batch's earlier ones before it: by the
     // time the batch is counted, most have come.
     __builtin_prefetch(slots_.data() + (hash & (slots_.size() - 1)), 1);
-    pending_[pending_size_++] = Pending{object, offset, period, comm, hash};
+    pending_[pending_size_++] = Pending{object, comm, offset, period, hash};
     if (pending_size_ == kBatch) Drain();
   }
 
   // Add() at once, returning the location's id: dense, stable, valid for
   // Count() (batched adds before it are counted first, so locations are
   // placed in the order they were added, as with Add()).
-  uint32_t AddNow(uint32_t comm, const MappedObject* object, uint64_t offset,
-                  uint64_t period = 1) {
+  uint32_t AddNow(uint32_t comm, uint32_t object, uint64_t offset, uint64_t period = 1) {
     Drain();
     if ((size_ + 1) * 4 > slots_.size() * 3) Grow(size_ + 1);
     Slot& s = Find(Hash(comm, object, offset), comm, object, offset);
-    if (s.id == 0) {
-      s = Slot{object, offset, 0, 0, comm, static_cast<uint32_t>(++size_)};
-      slot_of_id_.push_back(static_cast<uint32_t>(&s - slots_.data()));
-    }
+    if (s.count == 0) Place(s, comm, object, offset);
     ++s.count;
     s.period += period;
-    return s.id - 1;
+    return ids_[&s - slots_.data()];
   }
   // Counts at the location `id` (from AddNow): no hash, no probe; batched
   // as Add() is.
@@ -81,7 +76,7 @@ class LocationCounts {
     uint64_t total = 0;
     for (size_t i = 0; i < slots_.size(); ++i) {
       const Slot& s = slots_[i];
-      if (s.id != 0) total += (i - Hash(s.comm, s.object, s.offset)) & mask;
+      if (s.count != 0) total += (i - Hash(s.comm, s.object, s.offset)) & mask;
     }
     return total;
   }
@@ -92,23 +87,23 @@ class LocationCounts {
   void ForEach(Fn&& fn) const {
     Drain();
     for (const Slot& s : slots_)
-      if (s.id != 0) fn(s.comm, s.object, s.offset, s.count, s.period);
+      if (s.count != 0) fn(s.comm, s.object, s.offset, s.count, s.period);
   }
 
  private:
   struct Slot {
-    const MappedObject* object;
-    uint64_t offset;
-    uint64_t count;
-    uint64_t period;
+    uint32_t object;
     uint32_t comm;
-    uint32_t id;  // the location's id + 1; 0: an empty slot
+    uint64_t offset;
+    uint64_t count;  // 0: an empty slot (a location is placed with its first sample)
+    uint64_t period;
   };
+  static_assert(sizeof(Slot) == 32, "a slot must not straddle two cache lines");
   struct Pending {  // one sample
-    const MappedObject* object;
+    uint32_t object;
+    uint32_t comm;
     uint64_t offset;
     uint64_t period;
-    uint32_t comm;
     uint64_t hash;
   };
   // Adds are batched: each add prefetches its slot, and a batch's slots
@@ -126,19 +121,27 @@ class LocationCounts {
   // every comm of its object in one slot.  The words are this table's
   // random seed_.  Keys are compared in full, so a collision costs a
   // probe, never a wrong count.
-  uint64_t Hash(uint32_t comm, const MappedObject* object, uint64_t offset) const {
+  uint64_t Hash(uint32_t comm, uint32_t object, uint64_t offset) const {
     const unsigned __int128 product =
         static_cast<unsigned __int128>(offset ^ seed_[0]) *
-        (reinterpret_cast<uintptr_t>(object) ^ (static_cast<uint64_t>(comm) << 40) ^ seed_[1]);
+        ((static_cast<uint64_t>(object) << 32 | comm) ^ seed_[1]);
     return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
   }
 
-  Slot& Find(uint64_t hash, uint32_t comm, const MappedObject* object, uint64_t offset) const {
+  Slot& Find(uint64_t hash, uint32_t comm, uint32_t object, uint64_t offset) const {
     const size_t mask = slots_.size() - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
       Slot& s = slots_[i];
-      if (s.id == 0 || (s.offset == offset && s.object == object && s.comm == comm)) return s;
+      if (s.count == 0 || (s.offset == offset && s.object == object && s.comm == comm)) return s;
     }
+  }
+
+  // Makes the empty slot `s` the next location's; its count is still 0.
+  void Place(Slot& s, uint32_t comm, uint32_t object, uint64_t offset) const {
+    s = Slot{object, comm, offset, 0, 0};
+    const auto at = static_cast<uint32_t>(&s - slots_.data());
+    ids_[at] = static_cast<uint32_t>(size_++);
+    slot_of_id_.push_back(at);
   }
 
   void Drain() const {
@@ -155,10 +158,7 @@ class LocationCounts {
     for (size_t i = 0; i < pending_size_; ++i) {
       const Pending& p = pending_[i];
       Slot& s = Find(p.hash, p.comm, p.object, p.offset);
-      if (s.id == 0) {
-        s = Slot{p.object, p.offset, 0, 0, p.comm, static_cast<uint32_t>(++size_)};
-        slot_of_id_.push_back(static_cast<uint32_t>(&s - slots_.data()));
-      }
+      if (s.count == 0) Place(s, p.comm, p.object, p.offset);
       ++s.count;
       s.period += p.period;
     }
@@ -169,12 +169,17 @@ class LocationCounts {
     size_t capacity = slots_.empty() ? 1024 : slots_.size();
     while (want * 4 > capacity * 3) capacity *= 2;
     HugeArray<Slot> old(capacity);  // zero: every slot empty
+    HugeArray<uint32_t> old_ids(capacity);
     old.swap(slots_);
-    for (const Slot& s : old) {
-      if (s.id == 0) continue;
+    old_ids.swap(ids_);
+    for (size_t i = 0; i < old.size(); ++i) {
+      const Slot& s = old[i];
+      if (s.count == 0) continue;
       Slot& to = Find(Hash(s.comm, s.object, s.offset), s.comm, s.object, s.offset);
       to = s;
-      slot_of_id_[s.id - 1] = static_cast<uint32_t>(&to - slots_.data());
+      const auto at = static_cast<uint32_t>(&to - slots_.data());
+      ids_[at] = old_ids[i];
+      slot_of_id_[old_ids[i]] = at;
     }
   }
 
@@ -183,6 +188,9 @@ class LocationCounts {
   // sees are always complete.
   // Never empty: Add() masks by its size.  Huge pages: see huge_array.h.
   mutable HugeArray<Slot> slots_ = HugeArray<Slot>(1024);
+  // Each slot's location id, beside the slots rather than in them: read
+  // only by AddNow() and Grow(), written when a location is placed.
+  mutable HugeArray<uint32_t> ids_ = HugeArray<uint32_t>(1024);
   mutable size_t size_ = 0;
   mutable Pending pending_[kBatch];
   mutable size_t pending_size_ = 0;

@@ -102,7 +102,11 @@ std::shared_ptr<const MappedObject> Profile::InternObject(MappedObject object) {
                              object.owner, object.kernel_module, object.reloc_symbol,
                              object.reloc_address, object.jit_pid, object.ksymbol);
   auto& slot = objects_[key];
-  if (!slot) slot = std::make_shared<const MappedObject>(std::move(object));
+  if (!slot) {
+    object.number = static_cast<uint32_t>(numbered_.size());
+    slot = std::make_shared<const MappedObject>(std::move(object));
+    numbered_.push_back(slot.get());
+  }
   return slot;
 }
 
@@ -560,7 +564,7 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
   const Frame leaf = start.space == Space::kUser ? ResolveUser(s.pid, s.ip)
                                                  : Resolve(s.pid, s.ip, start.space);
   NoteLeaf(leaf.object, s.ip);
-  flat_.Add(start.comm, leaf.object, leaf.offset, start.period);
+  flat_.Add(start.comm, Number(leaf.object), leaf.offset, start.period);
 }
 
 [[gnu::always_inline]] inline void Profile::FinishSample(const SampleRecord& s,
@@ -596,9 +600,9 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
   // A memo entry keeps the location's id: its next hit counts there
   // without hashing it again.
   if (memo != ChainMemo::kFull)
-    ids.location = flat_.AddNow(comm, leaf.object, leaf.offset, period);
+    ids.location = flat_.AddNow(comm, Number(leaf.object), leaf.offset, period);
   else
-    flat_.Add(comm, leaf.object, leaf.offset, period);
+    flat_.Add(comm, Number(leaf.object), leaf.offset, period);
   ids.leaf_object = leaf.object;
   ids.leaf_offset = leaf.offset;
   if (flat_only_) return;
@@ -688,7 +692,7 @@ uint64_t Profile::CountedSamples() const {
   SettleMemo();
   uint64_t n = 0;
   flat_.ForEach(
-      [&n](uint32_t, const MappedObject*, uint64_t, uint64_t count, uint64_t) { n += count; });
+      [&n](uint32_t, uint32_t, uint64_t, uint64_t count, uint64_t) { n += count; });
   return n;
 }
 
@@ -717,6 +721,7 @@ void Profile::SetChangedKernelModules(const std::vector<KernelModuleMapping>& mo
     // Which code ran there is not known: no build-id, so no symbols (the
     // module's would be a guess), and the report says why.
     MappedObject o = *e.object;
+    o.number = 0;  // not interned
     o.build_id = BuildId();
     o.source = BuildIdSource::kNone;
     stand_in = std::make_shared<const MappedObject>(std::move(o));
@@ -762,8 +767,8 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   // same in every report of the file.
   {
     std::unordered_set<const MappedObject*> seen;
-    flat_.ForEach([&](uint32_t, const MappedObject* object, uint64_t, uint64_t, uint64_t) {
-      if (object != nullptr) seen.insert(Shown(object));
+    flat_.ForEach([&](uint32_t, uint32_t number, uint64_t, uint64_t, uint64_t) {
+      if (number != 0) seen.insert(Shown(numbered_[number]));
     });
     for (uint32_t id = 0; id < stacks_.size(); ++id)
       for (const auto& frame : stacks_.frames(id))
@@ -875,9 +880,9 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
     }
     return g;
   };
-  flat_.ForEach([&](uint32_t task, const MappedObject* object, uint64_t offset, uint64_t count,
+  flat_.ForEach([&](uint32_t task, uint32_t number, uint64_t offset, uint64_t count,
                     uint64_t period) {
-    object = object != nullptr ? Shown(object) : nullptr;
+    const MappedObject* object = number != 0 ? Shown(numbered_[number]) : nullptr;
     const Symbolizer::Symbol symbol = lookup(object, offset);
     if (!c.Matches(comms_[task], object, *symbol.name, symbol.status)) return;
     ReportEvent& e = model.events[task_events_[task]];

@@ -250,6 +250,12 @@ class Profile {
                       uint64_t, int64_t, bool>,
            std::shared_ptr<const MappedObject>>
       objects_;
+  // Each interned object by its number (MappedObject::number); [0]: none.
+  std::vector<const MappedObject*> numbered_{nullptr};
+  // An object's key in flat_: its number, 0 for none (an unmapped address).
+  [[gnu::always_inline]] static uint32_t Number(const MappedObject* object) {
+    return object != nullptr ? object->number : 0;
+  }
   std::vector<std::string> comms_;  // by task id
   std::vector<int64_t> task_pids_, task_tids_;
   std::vector<uint32_t> task_events_;

@@ -10,12 +10,12 @@
 namespace mmap3 {
 namespace {
 
-using Key = std::tuple<uint32_t, const MappedObject*, uint64_t>;
+using Key = std::tuple<uint32_t, uint32_t, uint64_t>;  // comm, object number, offset
 
 std::map<Key, uint64_t> Collect(const LocationCounts& counts,
                                 std::map<Key, uint64_t>* periods = nullptr) {
   std::map<Key, uint64_t> out;
-  counts.ForEach([&](uint32_t comm, const MappedObject* object, uint64_t offset, uint64_t n,
+  counts.ForEach([&](uint32_t comm, uint32_t object, uint64_t offset, uint64_t n,
                      uint64_t period) {
     EXPECT_TRUE(out.emplace(Key{comm, object, offset}, n).second) << "location listed twice";
     if (periods) (*periods)[Key{comm, object, offset}] = period;
@@ -24,18 +24,17 @@ std::map<Key, uint64_t> Collect(const LocationCounts& counts,
 }
 
 TEST(LocationCounts, CountsEachLocationSeparately) {
-  const auto* a = reinterpret_cast<const MappedObject*>(0x1000);
-  const auto* b = reinterpret_cast<const MappedObject*>(0x2000);
+  const uint32_t a = 1, b = 2;
   LocationCounts counts;
   counts.Add(1, a, 0x10);
   counts.Add(1, a, 0x10);
   counts.Add(2, a, 0x10);      // another comm
   counts.Add(1, b, 0x10);      // another object
-  counts.Add(1, nullptr, 0x10);  // no object: a raw address
+  counts.Add(1, 0, 0x10);      // no object: a raw address
   for (int i = 0; i < 5; ++i) counts.Add(1, a, 0x14, 7);
   EXPECT_EQ(counts.size(), 5u);
   std::map<Key, uint64_t> want = {{{1, a, 0x10}, 2}, {{2, a, 0x10}, 1}, {{1, b, 0x10}, 1},
-                                  {{1, nullptr, 0x10}, 1}, {{1, a, 0x14}, 5}};
+                                  {{1, 0, 0x10}, 1}, {{1, a, 0x14}, 5}};
   std::map<Key, uint64_t> periods;
   EXPECT_EQ(Collect(counts, &periods), want);
   EXPECT_EQ(periods[(Key{1, a, 0x14})], 35u);  // a sample's period, not its count
@@ -51,7 +50,7 @@ TEST(LocationCounts, AgreesWithAMapThroughGrowth) {
   std::map<Key, uint64_t> want_period;
   for (int i = 0; i < 200000; ++i) {
     const uint32_t comm = static_cast<uint32_t>(rng() % 3);
-    const auto* object = reinterpret_cast<const MappedObject*>((rng() % 4) * 64);
+    const auto object = static_cast<uint32_t>(rng() % 4);
     const uint64_t offset = (rng() % 20000) * 4;
     const uint64_t period = 1 + rng() % 1000;
     counts.Add(comm, object, offset, period);
@@ -74,7 +73,7 @@ TEST(LocationCounts, IdsCountWhereTheirLocationIsThroughGrowth) {
   std::map<Key, uint32_t> ids;
   for (int i = 0; i < 200000; ++i) {
     const uint32_t comm = static_cast<uint32_t>(rng() % 3);
-    const auto* object = reinterpret_cast<const MappedObject*>((rng() % 4) * 64);
+    const auto object = static_cast<uint32_t>(rng() % 4);
     const uint64_t offset = (rng() % 20000) * 4;
     const uint64_t period = 1 + rng() % 1000;
     const Key key{comm, object, offset};
@@ -119,8 +118,8 @@ TEST(LocationCounts, ACaptureCannotChooseKeysThatShareOneProbeRun) {
   for (uint32_t comm = 0; comm < 3000; ++comm) {
     for (uint64_t i = 0; i < 16; ++i) {
       const uint64_t ip = 0x9e3779b97f4a7c15ull ^ i;
-      counts.Add(comm, nullptr, ip);
-      ++want[Key{comm, nullptr, ip}];
+      counts.Add(comm, 0, ip);
+      ++want[Key{comm, 0, ip}];
     }
   }
   EXPECT_EQ(Collect(counts), want);
@@ -134,7 +133,7 @@ TEST(LocationCounts, TwoTablesOfTheSameAddsHoldTheSameCounts) {
   LocationCounts a, b;
   for (int i = 0; i < 50000; ++i) {
     const uint32_t comm = static_cast<uint32_t>(rng() % 50);
-    const auto* object = reinterpret_cast<const MappedObject*>((rng() % 8) * 64);
+    const auto object = static_cast<uint32_t>(rng() % 8);
     const uint64_t offset = rng() % 100000;
     const uint64_t period = 1 + rng() % 100;
     a.Add(comm, object, offset, period);
