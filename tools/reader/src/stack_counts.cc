@@ -43,20 +43,36 @@ void Reindex(std::vector<uint32_t>& slots, const Items& items) {
   }
 }
 
+// A 64x64->128-bit product with its halves folded (wyhash's "mum").
+inline uint64_t Mum(uint64_t a, uint64_t b) {
+  const unsigned __int128 product = static_cast<unsigned __int128>(a) * b;
+  return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
+}
+
 }  // namespace
 
-uint64_t StackCounts::DefaultHash(uint32_t task, std::span<const Frame> frames) {
-  // The length goes in first: a stack and its extension by zero words
-  // differ.
-  uint64_t h = Step(task, frames.size());
-  for (const Frame& f : frames) {
-    h = Step(h, reinterpret_cast<uintptr_t>(f.first));
-    h = Step(h, f.second);
-  }
-  return Finish(h);
+// One multiply per frame: the state and offset against the object, each
+// side xor-ed with a word of the key, so that no input a capture can
+// choose makes a factor known (FxHash's step, (rotl(h, 5) ^ word) * K,
+// can be undone: with K known, a word that brings any state to any other
+// is one multiply by K's inverse away).  The length goes in first: a
+// stack and its extension by an empty frame differ.
+uint64_t StackCounts::Hash(uint32_t task, std::span<const Frame> frames) const {
+  uint64_t h = Mum(key_[0] ^ task, key_[1] ^ frames.size());
+  for (const Frame& f : frames)
+    h = Mum(h ^ f.second ^ key_[2], reinterpret_cast<uintptr_t>(f.first) ^ key_[1]);
+  return h;
 }
 
 void StackCounts::Grow() { Reindex(slots_, stacks_); }
+
+uint64_t StackCounts::Displacement() const {
+  const size_t mask = slots_.size() - 1;
+  uint64_t total = 0;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i] != 0) total += (i - stacks_[slots_[i] - 1].hash) & mask;
+  return total;
+}
 
 std::vector<uint32_t> StackCounts::Sorted() const {
   std::vector<uint32_t> ids(stacks_.size());
@@ -205,11 +221,14 @@ ChainMemo::Entry ChainMemo::Lookup(std::span<const uint64_t> head, std::span<con
   const uint32_t tag = static_cast<uint32_t>(h >> 32);
   if ((count_ + 1) * 2 > slots_.size()) Grow();
   const size_t mask = slots_.size() - 1;
-  for (size_t i = h & mask;; i = (i + 1) & mask) {
+  for (size_t i = h & mask, probes = 1;; i = (i + 1) & mask, ++probes) {
     Slot& slot = slots_[i];
     if (slot.entry == 0) {
       const size_t at = words_.size();
-      if (at + kHeader + size >= kFull) return kFull;
+      if (at + kHeader + size >= kFull) {
+        *valid = false;
+        return kFull;
+      }
       words_.resize(at + kHeader + size);
       uint64_t* w = words_.data() + at;
       w[kHash] = h;
@@ -223,13 +242,19 @@ ChainMemo::Entry ChainMemo::Lookup(std::span<const uint64_t> head, std::span<con
       *valid = false;
       return static_cast<Entry>(at);
     }
-    if (slot.tag != tag) continue;
-    const Entry e = slot.entry - 1;
-    uint64_t* w = words_.data() + e;
-    if (w[kHash] == h && w[kSize] == shape && SameWords(w + kHeader, head, tail)) {
-      *valid = w[kEpoch] == epoch;
-      w[kEpoch] = epoch;
-      return e;
+    if (slot.tag == tag) {
+      const Entry e = slot.entry - 1;
+      uint64_t* w = words_.data() + e;
+      if (w[kHash] == h && w[kSize] == shape && SameWords(w + kHeader, head, tail)) {
+        *valid = w[kEpoch] == epoch;
+        w[kEpoch] = epoch;
+        return e;
+      }
+    }
+    // Not here: the next slot, unless this was the last one a lookup reads.
+    if (probes == max_probes_) {
+      *valid = false;
+      return kFull;
     }
   }
 }

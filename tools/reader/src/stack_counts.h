@@ -10,6 +10,13 @@
 // capacity, at most half full) of 32-bit ids; each stack keeps its full
 // hash, so most probes that are not the stack end without touching frames.
 //
+// The hash is keyed by random words drawn for each table.  Frames come
+// from the capture: with a fixed hash (it was FxHash's multiply per word,
+// which a known word can undo), a crafted capture could give thousands of
+// stacks one full hash, and each new one would be compared with all
+// before it.  Nothing read from the table depends on the key: ids are
+// handed out in order of first appearance.
+//
 // Objects are compared by pointer (they are interned by the Profile, which
 // outlives the table); a null object is a valid frame (an address in no
 // mapping).  Frames compare in order: the same frames in another order are
@@ -23,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "files.h"
+
 namespace mmap3 {
 
 struct MappedObject;
@@ -32,15 +41,16 @@ class StackCounts {
   using Frame = std::pair<const MappedObject*, uint64_t>;  // object, offset
   using HashFn = uint64_t (*)(uint32_t task, std::span<const Frame> frames);
 
-  // `hash` replaces the hash function (tests use a constant one so that
-  // every stack shares one bucket); null: the default.
-  explicit StackCounts(HashFn hash = nullptr) : hash_(hash != nullptr ? hash : &DefaultHash) {}
+  // `hash` replaces the keyed hash (tests use a constant one so that
+  // every stack shares one bucket); null: Hash().
+  explicit StackCounts(HashFn hash = nullptr)
+      : hash_(hash), key_{RandomWord(), RandomWord(), RandomWord()} {}
 
   // Counts one sample of `period` on (task, frames); returns the stack's
   // id (dense, in order of first appearance).  `frames` is copied only the
   // first time the stack is seen.
   uint32_t Add(uint32_t task, std::span<const Frame> frames, uint64_t period) {
-    const uint64_t h = hash_(task, frames);
+    const uint64_t h = hash_ != nullptr ? hash_(task, frames) : Hash(task, frames);
     if ((stacks_.size() + 1) * 2 > slots_.size()) Grow();
     const size_t mask = slots_.size() - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
@@ -81,7 +91,9 @@ class StackCounts {
   // the stacks is as it was with such a map.
   std::vector<uint32_t> Sorted() const;
 
-  static uint64_t DefaultHash(uint32_t task, std::span<const Frame> frames);
+  // How far the stacks sit from the slots their hashes name, summed (0
+  // when no two shared a slot): how well the hash spreads them, for tests.
+  uint64_t Displacement() const;
 
  private:
   struct Stack {
@@ -104,8 +116,11 @@ class StackCounts {
   }
 
   void Grow();
+  // The stack's hash under this table's key_.
+  uint64_t Hash(uint32_t task, std::span<const Frame> frames) const;
 
-  HashFn hash_;
+  HashFn hash_;  // null: Hash()
+  uint64_t key_[3];
   std::vector<uint32_t> slots_;  // stack id + 1; 0 is empty
   std::vector<Stack> stacks_;    // by id
   std::vector<Sums> sums_;       // by id
@@ -144,17 +159,35 @@ class ChainMemo {
   using HashFn = uint64_t (*)(std::span<const uint64_t> head, std::span<const uint8_t> tail);
   static constexpr Entry kFull = UINT32_MAX;
 
+  // A lookup gives up after this many slots: see Lookup().
+  static constexpr size_t kMaxProbes = 32;
+
   // `hash` replaces the hash function (tests use a constant one so that
-  // every key shares one bucket and one tag); null: Hash().
-  explicit ChainMemo(HashFn hash = nullptr) : hash_(hash != nullptr ? hash : DefaultHash()) {}
+  // every key shares one bucket and one tag, with a larger `max_probes`
+  // to compare many such keys); null: Hash().
+  explicit ChainMemo(HashFn hash = nullptr, size_t max_probes = kMaxProbes)
+      : hash_(hash != nullptr ? hash : DefaultHash()), max_probes_(max_probes) {}
 
   // The entry for the key `head` followed by the words in `tail` (8 bytes
   // each, in memory order, not necessarily aligned), inserted if absent.
   // The head's length is part of the key.  *valid: it holds the ids of
   // `epoch`; otherwise (new or stale) the caller fills it in with Set(),
-  // and it is then valid in `epoch`.  kFull when a new key would not fit
-  // (the memo's words would pass 2^32): the caller resolves the chain.
-  // An entry stays valid until the next Lookup.
+  // and it is then valid in `epoch`.  An entry stays valid until the next
+  // Lookup.
+  //
+  // kFull (*valid false) when the key is not memoized and the caller
+  // resolves the chain: a new key would not fit (the memo's words would
+  // pass 2^32), or the key is not within max_probes slots of where its
+  // hash points.
+  //
+  // The hash is not keyed: CRC32C is linear, so no key would stop a
+  // capture from giving any number of chains one hash, and a keyed
+  // multiply per word would cost as much again per sample.  The probes are
+  // bounded instead.  A capture crafted so can make its chains go
+  // unmemoized, each resolved frame by frame as without a memo, but cannot
+  // make a lookup compare its key with every chain before it.  At most
+  // half full, linear probing almost never takes an honest key that far
+  // (37 keys of 8 M at load 1/2 in a simulation; none past 46 slots).
   Entry Lookup(std::span<const uint64_t> head, std::span<const uint8_t> tail, uint64_t epoch,
                bool* valid) {
     return Lookup(head, tail, HashOf(head, tail), epoch, valid);
@@ -254,6 +287,7 @@ class ChainMemo {
   void Grow();
 
   HashFn hash_;
+  size_t max_probes_;
   std::vector<Slot> slots_;
   std::vector<uint64_t> words_;
   size_t count_ = 0;

@@ -3,11 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <utility>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
 
 namespace mmap3 {
 namespace {
@@ -124,6 +130,51 @@ TEST(StackCounts, AgreesWithAMapThroughGrowth) {
   }
 }
 
+// Frames come from the capture.  With the hash this table had, fixed
+// (FxHash's step, h = (rotl(h, 5) ^ word) * K, per word, then murmur3's
+// finalizer), the last word of a stack can bring any state to any other:
+// these 3,000 stacks of unattributed addresses (object null, a known word)
+// all had one full hash, and each new one was compared with every one
+// before it.  Keyed, they spread as any stacks do (at most half full,
+// linear probing averages under one slot from home; 8 is far outside
+// what chance gives).
+TEST(StackCounts, ACaptureCannotChooseStacksThatShareOneHash) {
+  constexpr uint64_t kK = 0x9e3779b97f4a7c15ull;
+  auto step = [](uint64_t h, uint64_t word) { return (((h << 5) | (h >> 59)) ^ word) * kK; };
+  uint64_t k_inverse = kK;  // Newton's iteration: each step doubles the bits that are right
+  for (int i = 0; i < 6; ++i) k_inverse *= 2 - kK * k_inverse;
+  ASSERT_EQ(kK * k_inverse, 1u);
+  constexpr uint64_t kTarget = 0x5eed;  // the state every stack is brought to
+  StackCounts counts;
+  std::map<Key, Sums> want;
+  for (uint64_t i = 0; i < 3000; ++i) {
+    const uint64_t ip = 0x401000 + i * 4;
+    uint64_t h = step(step(step(step(1, 2), 0), ip), 0);  // task 1, 2 frames, (null, ip), null
+    const uint64_t last = ((h << 5) | (h >> 59)) ^ (kTarget * k_inverse);
+    ASSERT_EQ(step(h, last), kTarget);
+    const std::vector<Frame> frames = {{nullptr, ip}, {nullptr, last}};
+    counts.Add(1, frames, 1);
+    want[{1, frames}] = Sums{1, 1};
+  }
+  EXPECT_EQ(Collect(counts), want);
+  EXPECT_LT(static_cast<double>(counts.Displacement()) / static_cast<double>(counts.size()), 8.0);
+}
+
+// Two tables of the same stacks, each keyed by its own random words: the
+// same ids, counts and order.
+TEST(StackCounts, TwoTablesOfTheSameStacksHoldTheSameIds) {
+  std::mt19937_64 rng(5);
+  StackCounts a, b;
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<Frame> frames(1 + rng() % 4);
+    for (Frame& f : frames) f = {rng() % 2 ? kA : kB, rng() % 64};
+    const uint32_t task = static_cast<uint32_t>(rng() % 4);
+    EXPECT_EQ(a.Add(task, frames, i), b.Add(task, frames, i));
+  }
+  EXPECT_EQ(Collect(a), Collect(b));
+  EXPECT_EQ(a.Sorted(), b.Sorted());
+}
+
 TEST(StackCounts, SortedIsTheOrderOfAMapByTaskAndFrames) {
   StackCounts counts;
   std::map<Key, uint32_t> by_key;
@@ -139,8 +190,9 @@ TEST(StackCounts, SortedIsTheOrderOfAMapByTaskAndFrames) {
 // the table and with keys that share prefixes, differ by a trailing zero
 // word, or are empty; an entry is valid only in the epoch it was last
 // looked up in.
-void EachKeyFindsOnlyItsOwnIds(ChainMemo::HashFn hash) {
-  ChainMemo memo(hash);
+void EachKeyFindsOnlyItsOwnIds(ChainMemo::HashFn hash,
+                               size_t max_probes = ChainMemo::kMaxProbes) {
+  ChainMemo memo(hash, max_probes);
   std::mt19937_64 rng(7);
   std::vector<std::vector<uint64_t>> keys;
   for (int i = 0; i < (hash == nullptr ? 3000 : 300); ++i) {
@@ -227,7 +279,8 @@ TEST(ChainMemo, EachKeyFindsOnlyItsOwnIdsWithThePortableHash) {
 // compare's blocks): each is its own entry.
 TEST(ChainMemo, AKeyDifferingInAnyOneWordIsAnotherKey) {
   for (size_t words = 1; words <= 40; ++words) {
-    ChainMemo memo([](std::span<const uint64_t>, std::span<const uint8_t>) { return uint64_t{7}; });
+    ChainMemo memo([](std::span<const uint64_t>, std::span<const uint8_t>) { return uint64_t{7}; },
+                   SIZE_MAX);
     const size_t head = words % 4 < words ? words % 4 : words;
     std::vector<uint64_t> key(words);
     for (size_t i = 0; i < words; ++i) key[i] = 0x7f0000001000ull + i * 0x10;
@@ -260,10 +313,98 @@ TEST(ChainMemo, AKeyDifferingInAnyOneWordIsAnotherKey) {
 
 // Every key in one bucket with one tag: only the words tell them apart.
 TEST(ChainMemo, KeysWithOneHashAreToldApartByTheirWords) {
-  EachKeyFindsOnlyItsOwnIds([](std::span<const uint64_t>, std::span<const uint8_t>) {
-    return uint64_t{42};
-  });
+  EachKeyFindsOnlyItsOwnIds(
+      [](std::span<const uint64_t>, std::span<const uint8_t>) { return uint64_t{42}; }, SIZE_MAX);
 }
+
+// Looks up each key (as tail words, no head) once in `memo`: how many got
+// an entry, and checks that those are found again, valid, with their ids.
+size_t MemoizedOf(ChainMemo& memo, const std::vector<std::vector<uint64_t>>& keys) {
+  auto lookup = [&](const std::vector<uint64_t>& k, bool* valid) {
+    std::vector<uint8_t> tail(k.size() * 8);
+    std::memcpy(tail.data(), k.data(), tail.size());
+    return memo.Lookup({}, tail, 1, valid);
+  };
+  std::map<size_t, ChainMemo::Entry> entries;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    bool valid = true;
+    const ChainMemo::Entry e = lookup(keys[i], &valid);
+    EXPECT_FALSE(valid) << "key " << i << " is new";
+    if (e == ChainMemo::kFull) continue;
+    memo.Set(e, ChainMemo::Ids{static_cast<uint32_t>(i), 0, nullptr, 0});
+    entries[i] = e;
+  }
+  for (const auto& [i, e] : entries) {
+    bool valid = false;
+    EXPECT_EQ(lookup(keys[i], &valid), e);
+    EXPECT_TRUE(valid);
+    EXPECT_EQ(memo.Get(e).stack, i);
+  }
+  EXPECT_EQ(memo.size(), entries.size());
+  return entries.size();
+}
+
+// Keys that share one hash: past kMaxProbes of them, a lookup gives up
+// (kFull: the caller resolves the chain) instead of comparing the key with
+// every one before it, and nothing is inserted that a later lookup would
+// have to pass.
+TEST(ChainMemo, KeysThatShareOneHashPastTheProbeLimitAreNotMemoized) {
+  ChainMemo memo([](std::span<const uint64_t>, std::span<const uint8_t>) { return uint64_t{42}; });
+  std::vector<std::vector<uint64_t>> keys;
+  for (uint64_t i = 0; i < 1000; ++i) keys.push_back({0x7f0000001000ull, i, 0x7f0000002000ull});
+  EXPECT_EQ(MemoizedOf(memo, keys), ChainMemo::kMaxProbes);
+}
+
+#if defined(__x86_64__)
+// The memo's own hash (CRC32C where the CPU has it) is linear: every word
+// has 2^32 values x such that crc32c(0, x) = 0, and changing a key's word
+// by one leaves its hash as it was.  So a capture can give a thousand
+// chains one hash.  The probe limit is what bounds a lookup then.
+__attribute__((target("sse4.2"))) uint32_t Crc32cOfWord(uint64_t w) {
+  return static_cast<uint32_t>(_mm_crc32_u64(0, w));
+}
+
+TEST(ChainMemo, ChainsCraftedToShareTheCrcHashAreNotComparedWithEachOther) {
+  if (!__builtin_cpu_supports("sse4.2")) GTEST_SKIP() << "no CRC32C: the memo hashes otherwise";
+  // The kernel of w -> crc32c(0, w) (64 bits to 32, so at least 32
+  // dimensions), by elimination over GF(2): (crc, which bits of w).
+  std::vector<std::pair<uint32_t, uint64_t>> basis;
+  std::vector<uint64_t> kernel;
+  for (int bit = 0; bit < 64; ++bit) {
+    uint32_t v = Crc32cOfWord(uint64_t{1} << bit);
+    uint64_t combo = uint64_t{1} << bit;
+    for (const auto& [bv, bc] : basis) {
+      if ((v ^ bv) < v) {  // bv's top bit is set in v
+        v ^= bv;
+        combo ^= bc;
+      }
+    }
+    if (v == 0) {
+      kernel.push_back(combo);
+    } else {
+      basis.emplace_back(v, combo);
+      std::sort(basis.begin(), basis.end(), std::greater<>());
+    }
+  }
+  ASSERT_GE(kernel.size(), 10u);
+  std::vector<std::vector<uint64_t>> keys;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    uint64_t x = 0;
+    for (size_t j = 0; j < 10; ++j)
+      if (i >> j & 1) x ^= kernel[j];
+    keys.push_back({0x7f0000001000ull, 0x7f0000001234ull ^ x, 0x7f0000002000ull});
+  }
+  const std::span<const uint8_t> first(reinterpret_cast<const uint8_t*>(keys[0].data()), 24);
+  for (const auto& k : keys) {
+    ASSERT_EQ(ChainMemo::Hash({}, std::span<const uint8_t>(
+                                      reinterpret_cast<const uint8_t*>(k.data()), 24)),
+              ChainMemo::Hash({}, first))
+        << "the crafted keys are meant to share the memo's hash";
+  }
+  ChainMemo memo;
+  EXPECT_EQ(MemoizedOf(memo, keys), ChainMemo::kMaxProbes);
+}
+#endif
 
 // Hits counted in their entries (Accumulate) are handed on once each, to
 // the ids the entry had when they were counted: Settle() of one entry
