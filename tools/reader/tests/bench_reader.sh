@@ -185,7 +185,9 @@ if [ ! -s "$data" ] || [ "$BENCH" -nt "$data" ]; then
 fi
 
 echo "replay (decode, ordering, attribution; one thread) ..." >&2
-replay=$("$BENCH" replay "$data" 3 | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
+# "best: W M records/s ... (...; C M records/s of CPU time)": wall and CPU
+read -r replay replay_cpu < <("$BENCH" replay "$data" 3 | tee /dev/stderr |
+	sed -n 's/^best: \([0-9.]*\) M.*; \([0-9.]*\) M records\/s of CPU time.*/\1 \2/p')
 base_replay=
 if [ -n "${BENCH_BASE_READER:-}" ]; then
 	echo "the same with $BENCH_BASE_READER's build ..." >&2
@@ -258,7 +260,7 @@ $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $cpus CPUs ($cpu_model), load ave
 
 | measurement | result | target |
 |---|---|---|
-| replay of $N records (decode, ordering, attribution), one core | **$replay M records/s**${base_replay:+ (before: $base_replay M records/s)} | >= 50 M records/s |
+| replay of $N records (decode, ordering, attribution), one core | **$replay M records/s** ($replay_cpu per CPU-second)${base_replay:+ (before: $base_replay M records/s)} | >= 50 M records/s |
 | the same, each record copied into the sorter as a live capture does | $replay_copy M records/s | |
 | symbolized report of those samples ($ours; perf counts $theirs): \`mmap3-reader report\` | $rw s wall, $rc s CPU | |
 | the same with \`perf report --stdio --sort comm,dso,sym\` (perf $(perf version 2>/dev/null | awk '{print $3}')) | $pw s wall, $pc s CPU | |

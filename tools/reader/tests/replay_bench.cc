@@ -364,11 +364,12 @@ int Replay(const std::string& file, int repeat, bool copy, bool g, bool children
     best = std::min(best, secs);
     samples = profile.samples();
   }
-  std::printf("best: %.2f M records/s on one core (%zu records, %.3f s, %s%s)%s\n",
+  std::printf("best: %.2f M records/s on one core (%zu records, %.3f s, %s%s; %.2f M records/s "
+              "of CPU time)%s\n",
               static_cast<double>(records) / best / 1e6, records, best,
               copy ? "copied into the sorter" : "views into the file",
               g ? ", call stacks aggregated" : children ? ", chains aggregated" : "",
-              sum == 1 ? " " : "");
+              static_cast<double>(records) / best_cpu / 1e6, sum == 1 ? " " : "");
   if (g || children)
     std::printf("best: %.2f M samples/s on one core (%llu samples; %.2f M samples/s of CPU time)\n",
                 static_cast<double>(samples) / best / 1e6, static_cast<unsigned long long>(samples),
