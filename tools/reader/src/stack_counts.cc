@@ -221,7 +221,7 @@ ChainMemo::Entry ChainMemo::Lookup(std::span<const uint64_t> head, std::span<con
   const uint32_t tag = static_cast<uint32_t>(h >> 32);
   if ((count_ + 1) * 2 > slots_.size()) Grow();
   const size_t mask = slots_.size() - 1;
-  for (size_t i = h & mask, probes = 1;; i = (i + 1) & mask, ++probes) {
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
     Slot& slot = slots_[i];
     if (slot.entry == 0) {
       const size_t at = words_.size();
@@ -251,8 +251,11 @@ ChainMemo::Entry ChainMemo::Lookup(std::span<const uint64_t> head, std::span<con
         return e;
       }
     }
-    // Not here: the next slot, unless this was the last one a lookup reads.
-    if (probes == max_probes_) {
+    // Not here: the next slot, unless this was the last one a lookup
+    // reads.  (How many were read is worked out here, off the path of a
+    // key found at once: a counter kept in the loop cost a register that
+    // every lookup then spilled.)
+    if (((i - h) & mask) + 1 == max_probes_) {
       *valid = false;
       return kFull;
     }
