@@ -4,14 +4,54 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
 namespace mmap3::testing {
+
+#if defined(__x86_64__)
+namespace {
+__attribute__((target("sse4.2"))) uint32_t Crc32cOfWord(uint64_t w) {
+  return static_cast<uint32_t>(_mm_crc32_u64(0, w));
+}
+}  // namespace
+#endif
+
+std::vector<uint64_t> Crc32cKernel(int low, int high) {
+  std::vector<uint64_t> kernel;
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("sse4.2")) return kernel;
+  // Elimination: (crc, which bits of x give it), one per leading bit.
+  std::vector<std::pair<uint32_t, uint64_t>> basis;
+  for (int bit = low; bit <= high; ++bit) {
+    uint32_t v = Crc32cOfWord(uint64_t{1} << bit);
+    uint64_t combo = uint64_t{1} << bit;
+    for (const auto& [bv, bc] : basis) {
+      if ((v ^ bv) < v) {  // bv's leading bit is set in v
+        v ^= bv;
+        combo ^= bc;
+      }
+    }
+    if (v == 0) {
+      kernel.push_back(combo);
+    } else {
+      basis.emplace_back(v, combo);
+      std::sort(basis.begin(), basis.end(), std::greater<>());
+    }
+  }
+#endif
+  return kernel;
+}
 
 TempDir::TempDir() {
   std::filesystem::create_directories(MMAP3_TEST_TMP);

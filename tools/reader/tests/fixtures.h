@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "build_id.h"
 
@@ -45,6 +46,13 @@ BuildId Id(const char* hex);
 // A notes file as /sys/kernel/notes and /sys/module/*/notes/.note.gnu.build-id
 // expose it: one GNU build-id note.
 std::string BuildIdNotes(const BuildId& id);
+
+// Words x with bits only from `low` to `high` (inclusive) whose CRC32C
+// from 0, crc32c(0, x), is 0: a basis of them over GF(2).  CRC32C is
+// linear, so changing any word of a key by any combination of these
+// leaves a CRC32C hash of the key as it was (ChainMemo's, where the CPU
+// has SSE4.2).  Empty where the CPU has no CRC32C instruction.
+std::vector<uint64_t> Crc32cKernel(int low, int high);
 
 // The same kernel image in kallsyms form as loaded at `text` (its _text; the
 // KASLR base), with one module "fakemod" loaded at `module`.  Offsets from

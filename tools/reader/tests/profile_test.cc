@@ -943,6 +943,80 @@ TEST(ProfileTest, MemoHitsCountWhatResolvingEverySampleCounts) {
   }
 }
 
+// Chains a capture crafted to share the memo's hash (CRC32C is linear: a
+// caller's word changed by words whose CRC32C is 0), more of them than a
+// lookup reads slots, each in a mapped range of its own: those past the
+// probe limit are resolved without the memo, and every sample is counted
+// on its own chain's frames, as when every sample is resolved.
+TEST(ProfileTest, ChainsThatShareTheMemosHashAreCountedOnTheirOwnFrames) {
+  // Bits 4 to 43: the changed callers stay in one mapping of 2^44 bytes.
+  const std::vector<uint64_t> kernel = testing::Crc32cKernel(4, 43);
+  if (kernel.empty()) GTEST_SKIP() << "no CRC32C: the memo hashes otherwise";
+  ASSERT_GE(kernel.size(), 7u);
+  constexpr uint64_t kStart = 0x100000000000, kCaller = kStart + 0x1000;
+  const uint64_t user = static_cast<uint64_t>(PERF_CONTEXT_USER);
+  std::vector<std::vector<uint64_t>> chains;
+  for (uint64_t i = 0; i < 100; ++i) {
+    uint64_t x = 0;
+    for (size_t j = 0; j < 7; ++j)
+      if (i >> j & 1) x ^= kernel[j];
+    chains.push_back({user, kStart + 0x100, kCaller ^ x, kStart + 0x2000});
+  }
+  // The premise: one hash for all, whatever the key's head.
+  const uint64_t head[] = {7, 1, kStart + 0x100};
+  auto hash = [&](const std::vector<uint64_t>& c) {
+    return ChainMemo::Hash(head, std::span<const uint8_t>(
+                                     reinterpret_cast<const uint8_t*>(c.data()), c.size() * 8));
+  };
+  for (const auto& c : chains) ASSERT_EQ(hash(c), hash(chains[0]));
+
+  std::vector<std::vector<uint8_t>> records;
+  uint64_t t = 1;
+  records.push_back(Comm(7, "app", t++));
+  MmapRecord m;
+  m.format = MmapFormat::kMmap2;
+  m.misc = PERF_RECORD_MISC_USER;
+  m.pid = m.tid = 7;
+  m.start = kStart;
+  m.len = uint64_t{1} << 44;
+  m.filename = "/x/big.so";
+  m.sample_id = Sid(7, t++);
+  records.push_back(EncodeMmap(m, kFormat));
+  // Chain i gets 1 + i % 3 samples, in rounds over all chains: a chain's
+  // later samples come after every other chain has been looked up.
+  for (uint64_t round = 0; round < 3; ++round)
+    for (size_t i = 0; i < chains.size(); ++i)
+      if (round <= i % 3) records.push_back(Sample(7, kStart + 0x100, t++, chains[i], false, 1 + i));
+
+  auto report = [&](bool resolve_every_sample) {
+    ProfileOptions o;
+    o.callchains = true;
+    o.controls.children = true;
+    o.sample_frames = resolve_every_sample;
+    Profile p(o);
+    p.SetFormat(kFormat);
+    std::vector<Bytes> views(records.begin(), records.end());
+    p.ProcessBatch(views);
+    SymbolSearch s;
+    s.debug_dir = "";
+    const ReportModel model = ReportWith(p, s);
+    std::ostringstream out;
+    WriteTextReport(model, out);
+    WriteFoldedReport(model, out);
+    std::map<std::string, uint64_t> stacks;
+    for (const auto& st : model.stacks) stacks[st.folded] += st.samples;
+    return std::make_pair(out.str(), stacks);
+  };
+  const auto [want, want_stacks] = report(true);
+  const auto [got, got_stacks] = report(false);
+  ASSERT_EQ(want_stacks.size(), chains.size()) << "each chain is a stack of its own";
+  std::map<uint64_t, size_t> stacks_of_samples;  // samples -> how many stacks have that many
+  for (const auto& [folded, samples] : got_stacks) ++stacks_of_samples[samples];
+  EXPECT_EQ(stacks_of_samples, (std::map<uint64_t, size_t>{{1, 34}, {2, 33}, {3, 33}}));
+  EXPECT_EQ(got_stacks, want_stacks);
+  EXPECT_TRUE(got == want) << "memo:\n" << got << "\nresolved:\n" << want;
+}
+
 TEST(ProfileTest, OverheadIsTheShareOfThePeriod) {
   // A frequency-mode event: samples stand for different amounts of the
   // event.  perf's Overhead weights them by period; so do we.

@@ -5,15 +5,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <random>
 #include <utility>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <nmmintrin.h>
-#endif
+#include "fixtures.h"
 
 namespace mmap3 {
 namespace {
@@ -355,37 +352,13 @@ TEST(ChainMemo, KeysThatShareOneHashPastTheProbeLimitAreNotMemoized) {
   EXPECT_EQ(MemoizedOf(memo, keys), ChainMemo::kMaxProbes);
 }
 
-#if defined(__x86_64__)
 // The memo's own hash (CRC32C where the CPU has it) is linear: every word
 // has 2^32 values x such that crc32c(0, x) = 0, and changing a key's word
 // by one leaves its hash as it was.  So a capture can give a thousand
 // chains one hash.  The probe limit is what bounds a lookup then.
-__attribute__((target("sse4.2"))) uint32_t Crc32cOfWord(uint64_t w) {
-  return static_cast<uint32_t>(_mm_crc32_u64(0, w));
-}
-
 TEST(ChainMemo, ChainsCraftedToShareTheCrcHashAreNotComparedWithEachOther) {
-  if (!__builtin_cpu_supports("sse4.2")) GTEST_SKIP() << "no CRC32C: the memo hashes otherwise";
-  // The kernel of w -> crc32c(0, w) (64 bits to 32, so at least 32
-  // dimensions), by elimination over GF(2): (crc, which bits of w).
-  std::vector<std::pair<uint32_t, uint64_t>> basis;
-  std::vector<uint64_t> kernel;
-  for (int bit = 0; bit < 64; ++bit) {
-    uint32_t v = Crc32cOfWord(uint64_t{1} << bit);
-    uint64_t combo = uint64_t{1} << bit;
-    for (const auto& [bv, bc] : basis) {
-      if ((v ^ bv) < v) {  // bv's top bit is set in v
-        v ^= bv;
-        combo ^= bc;
-      }
-    }
-    if (v == 0) {
-      kernel.push_back(combo);
-    } else {
-      basis.emplace_back(v, combo);
-      std::sort(basis.begin(), basis.end(), std::greater<>());
-    }
-  }
+  const std::vector<uint64_t> kernel = testing::Crc32cKernel(0, 63);
+  if (kernel.empty()) GTEST_SKIP() << "no CRC32C: the memo hashes otherwise";
   ASSERT_GE(kernel.size(), 10u);
   std::vector<std::vector<uint64_t>> keys;
   for (uint64_t i = 0; i < 1000; ++i) {
@@ -404,7 +377,6 @@ TEST(ChainMemo, ChainsCraftedToShareTheCrcHashAreNotComparedWithEachOther) {
   ChainMemo memo;
   EXPECT_EQ(MemoizedOf(memo, keys), ChainMemo::kMaxProbes);
 }
-#endif
 
 // Hits counted in their entries (Accumulate) are handed on once each, to
 // the ids the entry had when they were counted: Settle() of one entry
