@@ -25,6 +25,7 @@
 
 #include "files.h"
 #include "huge_array.h"
+#include "mum.h"
 
 namespace mmap3 {
 
@@ -112,20 +113,14 @@ class LocationCounts {
   // long profile).
   static constexpr size_t kBatch = 32;
 
-  // One 64x64->128-bit multiply of the offset by the object and comm, its
-  // halves folded (as wyhash's "mum" does): the high half depends on every
-  // bit of both, so the slot's bits (the low ones) do too.  Half the
-  // instructions of a murmur3 finalizer over the same words.  The product
-  // is 0 whenever either factor is, and small whenever one is small: with
-  // words a capture could know, an offset equal to the first would put
-  // every comm of its object in one slot.  The words are this table's
-  // random seed_.  Keys are compared in full, so a collision costs a
-  // probe, never a wrong count.
+  // One multiply of the offset by the object and comm, halves folded
+  // (Mum(), mum.h): half the instructions of a murmur3 finalizer over the
+  // same words.  With factors a capture could know, an offset equal to
+  // the first would put every comm of its object in one slot; each is
+  // xor-ed with a word of this table's random seed_.  Keys are compared
+  // in full, so a collision costs a probe, never a wrong count.
   uint64_t Hash(uint32_t comm, uint32_t object, uint64_t offset) const {
-    const unsigned __int128 product =
-        static_cast<unsigned __int128>(offset ^ seed_[0]) *
-        ((static_cast<uint64_t>(object) << 32 | comm) ^ seed_[1]);
-    return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
+    return Mum(offset ^ seed_[0], (static_cast<uint64_t>(object) << 32 | comm) ^ seed_[1]);
   }
 
   Slot& Find(uint64_t hash, uint32_t comm, uint32_t object, uint64_t offset) const {

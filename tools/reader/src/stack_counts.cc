@@ -10,6 +10,8 @@
 #include <nmmintrin.h>
 #endif
 
+#include "mum.h"
+
 namespace mmap3 {
 
 namespace {
@@ -41,12 +43,6 @@ void Reindex(std::vector<uint32_t>& slots, const Items& items) {
     while (slots[i] != 0) i = (i + 1) & mask;
     slots[i] = id + 1;
   }
-}
-
-// A 64x64->128-bit product with its halves folded (wyhash's "mum").
-inline uint64_t Mum(uint64_t a, uint64_t b) {
-  const unsigned __int128 product = static_cast<unsigned __int128>(a) * b;
-  return static_cast<uint64_t>(product) ^ static_cast<uint64_t>(product >> 64);
 }
 
 }  // namespace
