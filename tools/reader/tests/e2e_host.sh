@@ -1161,9 +1161,17 @@ t_startup_remap_before_the_read() {
 		fail "hold_open.py: $(cat "$W/hold.out")"
 	fi
 	"$READER_BIN" record -q -F 2000 -p $marker,$p -o "$W/remap.data" --no-buildid-cache & local rp=$!
-	wait $p || rc=$?
+	# remap keeps v2 mapped after its burn until it is told to go, so the
+	# reader's read of its maps (startup) and of the remap's mapping
+	# (map_files) cannot come too late, however slow the reader is; the
+	# capture is ended with SIGINT, which the reader takes only once its
+	# startup read is done, and drains before it exits.
+	wait_line "$W/remap.out" done || rc=1
 	kill $marker
+	kill -INT $rp
 	wait $rp || rc=$?
+	kill -USR2 $p
+	wait $p || rc=$?
 	wait $holder || { cat "$W/hold.out"; fail "the reader's open was not held (hold_open.py failed)"; }
 	[ $rc -eq 0 ] || fail "remap or record failed ($rc)"
 	grep -q released "$W/hold.out" || fail "hold_open.py released nothing"

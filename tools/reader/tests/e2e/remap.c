@@ -7,8 +7,11 @@
  * "ready"; on SIGUSR1 it runs CPU_MS more milliseconds of CPU time in that
  * version, maps V2_SO's code over the library's (MAP_FIXED: the versions
  * have the same layout, their names differ only in a digit), prints
- * "remapped", and runs CPU_MS milliseconds of CPU time in v2.  It waits for
- * the signal 60 s at most. */
+ * "remapped", runs CPU_MS milliseconds of CPU time in v2, prints "done" and
+ * keeps v2 mapped until SIGUSR2, so that a recorder can read what is mapped
+ * for as long as it needs (CPU time is no measure of how far the recorder
+ * got: in a guest on a loaded host, a vCPU's stolen time counts as the
+ * process's).  It waits for each signal 60 s at most. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,12 +23,18 @@
 
 int e2e_lib_hot(int n);
 
-static volatile sig_atomic_t go;
+static volatile sig_atomic_t go, leave;
 
 static void on_usr1(int sig)
 {
 	(void)sig;
 	go = 1;
+}
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+	leave = 1;
 }
 
 static double ms_of(clockid_t clock)
@@ -51,11 +60,19 @@ int main(int argc, char **argv)
 	unsigned long start = 0, end = 0, off = 0;
 	double deadline;
 	FILE *maps;
+	sigset_t usr2, unblocked;
 	int fd, s = 0;
 
 	if (argc != 3)
 		return 2;
 	signal(SIGUSR1, on_usr1);
+	signal(SIGUSR2, on_usr2);
+	/* Blocked except inside sigsuspend(), so it cannot come between the
+	 * check of `leave` and the wait. */
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	sigprocmask(SIG_BLOCK, &usr2, &unblocked);
+	sigdelset(&unblocked, SIGUSR2);
 	maps = fopen("/proc/self/maps", "r");
 	while (maps && fgets(line, sizeof(line), maps)) {
 		if (strstr(line, "libe2e.so") && strstr(line, " r-xp ")) {
@@ -88,5 +105,11 @@ int main(int argc, char **argv)
 	printf("remapped\n");
 	fflush(stdout);
 	s += burn(atof(argv[2]));
+	printf("done\n");
+	fflush(stdout);
+	/* The alarm bounds the wait: SIGALRM ends the process. */
+	alarm(60);
+	while (!leave)
+		sigsuspend(&unblocked);
 	return s == 42;
 }
