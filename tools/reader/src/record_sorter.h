@@ -15,14 +15,18 @@
 // relative to their own buffer).  Ties keep push order.
 //
 // Cost: each buffer's records arrive in order, so pushes form runs (a new
-// one starts wherever a time goes down); a release merges the runs pairwise,
-// O(n log runs), which is linear for the few runs a round has, instead of
-// sorting its records.  Released entries are not moved out one round at a
-// time: the pending ones begin at head_, and the merge writes them to the
-// front of its output anyway; without a merge they are moved down only
-// when the released prefix is as long as the rest (amortized, at most one
-// move a record).  Copied bytes are compacted the same way, when storage
-// has doubled since it last was.
+// one starts wherever a time goes down).  A release cuts each run at the
+// limit (a binary search: a run is in order) and merges only the cut-off
+// prefixes.  Two are merged straight into the callback's batches: a record
+// is compared once, when it goes, and not copied.  More are first merged
+// two by two (O(n log runs)) until two are left.  What is not released
+// stays where it is, as the rest of its run, and is not merged again until
+// it goes.  Under the finished-round rule a round releases every record of
+// the round before, so the runs cut are the last two rounds' and each run
+// is cut at most twice.  Released entries are holes until they are twice
+// as many as the pending ones; then the pending ones are moved down
+// (amortized, at most half a move a record).  Copied bytes are compacted
+// the same way, when storage has doubled since it last was.
 #ifndef MMAP3_READER_RECORD_SORTER_H_
 #define MMAP3_READER_RECORD_SORTER_H_
 
@@ -56,7 +60,7 @@ class RecordSorter {
     return Release(UINT64_MAX, fn);
   }
 
-  size_t pending() const { return entries_.size() - head_; }
+  size_t pending() const { return entries_.size() - released_; }
   // The lowest address a pending view points at (null if none): what the
   // sorter still needs of the bytes it was given views of.
   const uint8_t* LowestView() const;
@@ -65,19 +69,32 @@ class RecordSorter {
   uint64_t late() const { return late_; }
 
  private:
-  // No sequence number: runs are merged in push order by a stable merge,
-  // which keeps ties in push order.
+  // No sequence number: of equal times, the earlier run's record goes
+  // first, and runs are in push order (also in entries_): ties keep push
+  // order.
   struct Entry {
     uint64_t time;
     uintptr_t where;  // offset into storage_ in u64 units, or a pointer (view)
     uint32_t size;    // bytes (a record is at most 64 KiB)
     bool view;
+
     const uint8_t* Data(const uint64_t* storage) const {
       return view ? reinterpret_cast<const uint8_t*>(where)
                   : reinterpret_cast<const uint8_t*>(storage + where);
     }
   };
   static_assert(sizeof(Entry) == 24);
+  // The pending part of a run: entries_[pos, end).  The last run is the
+  // one pushes extend: its end is entries_.size(), and `end` holds that
+  // only once a release has set it (RunEnd()).
+  struct Run {
+    size_t pos, end;
+  };
+  // A run's records being released: [at, end).
+  struct Cursor {
+    const Entry* at;
+    const Entry* end;
+  };
 
   // Inline: it is most of a push, once per record.
   Entry MakeEntry(std::optional<uint64_t> time, size_t size, uintptr_t where, bool view) {
@@ -85,35 +102,46 @@ class RecordSorter {
     if (time) last_time_ = t;
     if (t < released_max_) ++late_;
     if (t > round_max_) round_max_ = t;
-    // A time lower than the last one pushed starts a new run.
-    // (entries_ is empty when nothing is pending: Drop() clears it.)
-    if (entries_.empty() || entries_.back().time > t) runs_.push_back(entries_.size());
+    // A time lower than the last one pushed starts a new run.  (entries_
+    // and runs_ are empty when nothing is pending: Drop() clears them.)
+    if (entries_.empty() || entries_.back().time > t) StartRun();
     return Entry{t, where, static_cast<uint32_t>(size), view};
   }
+  void StartRun() {
+    if (!runs_.empty()) runs_.back().end = entries_.size();
+    runs_.push_back(Run{entries_.size(), entries_.size()});
+  }
+  size_t RunEnd(size_t i) const { return i + 1 == runs_.size() ? entries_.size() : runs_[i].end; }
 
   template <typename Fn>
   size_t Release(uint64_t limit, Fn& fn);
-  void Sort();
+  // Cuts every run at `limit`: the cursors of what goes (in run order), and
+  // how many records that is.
+  size_t Cut(uint64_t limit);
+  // Merges the cursors two by two (in order: stable) into scratch_, until
+  // two are left.  (A heap of cursors compares log2(runs) times a record
+  // with branches that data at random mispredicts: measured slower than
+  // these passes from four runs on.)
+  void MergeDown();
   // Stable merge of two sorted runs into out (which overlaps neither).
-  static void Merge(const Entry* a, const Entry* a_end, const Entry* b, const Entry* b_end,
-                    Entry* out);
+  static Entry* Merge(const Entry* a, const Entry* a_end, const Entry* b, const Entry* b_end,
+                      Entry* out);
   void Drop(size_t released);
   void CompactEntries();
   void CompactStorage();
 
-  // entries_[head_, end) are pending; those before head_ were released.
+  // The runs' records in push order, released ones among them (holes).
   std::vector<Entry> entries_;
-  size_t head_ = 0;
-  std::vector<Entry> merged_;      // Sort()'s output, kept for its capacity
+  size_t released_ = 0;  // holes in entries_
+  std::vector<Run> runs_;
+  std::vector<Cursor> cursors_;  // Cut()'s output, kept for its capacity
+  std::vector<Entry> scratch_[2];  // MergeDown()'s, kept for their capacity
   // Copied records: the first storage_used_ words of storage_ (u64 keeps
   // records 8-byte aligned); the rest is room to grow into.
   std::vector<uint64_t> storage_;
   size_t storage_used_ = 0;
   std::vector<uint64_t> spare_;  // reused by CompactStorage(), keeps its size
   size_t storage_kept_ = 0;      // storage_used_ after the last compaction
-  // Where each run of entries_ in order begins (the first is head_); one
-  // run (or none) is sorted.
-  std::vector<size_t> runs_, merged_runs_;
   uint64_t last_time_ = 0;
   uint64_t round_max_ = 0;
   uint64_t previous_round_max_ = 0;
@@ -125,30 +153,55 @@ class RecordSorter {
 
 template <typename Fn>
 size_t RecordSorter::Release(uint64_t limit, Fn& fn) {
-  Sort();
-  // One sorted run is pending: what goes is a prefix of it, found once, so
-  // the loops below test neither the limit nor the end per record.
-  const Entry* const first = entries_.data() + head_;
-  const Entry* const end = entries_.data() + entries_.size();
-  const Entry* const last =
-      std::upper_bound(first, end, limit, [](uint64_t l, const Entry& e) { return l < e.time; });
-  const size_t n = static_cast<size_t>(last - first);
+  const size_t n = Cut(limit);
   if (n == 0) return 0;
-  released_max_ = last[-1].time;
   const uint64_t* const storage = storage_.data();
-  if constexpr (std::is_invocable_v<Fn&, std::span<const std::span<const uint8_t>>>) {
-    // In batches, in order: every record released stays where it is until
-    // Drop() below.
-    constexpr size_t kBatch = 64;
-    std::span<const uint8_t> batch[kBatch];
-    for (const Entry* e = first; e != last;) {
-      const size_t k = std::min(kBatch, static_cast<size_t>(last - e));
-      for (size_t i = 0; i < k; ++i, ++e) batch[i] = std::span<const uint8_t>(e->Data(storage), e->size);
-      fn(std::span<const std::span<const uint8_t>>(batch, k));
+  constexpr bool kBatches = std::is_invocable_v<Fn&, std::span<const std::span<const uint8_t>>>;
+  // In batches, in order: every record released stays where it is until
+  // Drop() below.
+  constexpr size_t kBatch = 64;
+  std::span<const uint8_t> batch[kBatches ? kBatch : 1];
+  size_t k = 0;
+  auto emit = [&](const Entry* e) {
+    const std::span<const uint8_t> record(e->Data(storage), e->size);
+    if constexpr (kBatches) {
+      batch[k++] = record;
+      if (k == kBatch) {
+        fn(std::span<const std::span<const uint8_t>>(batch, k));
+        k = 0;
+      }
+    } else {
+      fn(record);
     }
+  };
+  uint64_t last = 0;
+  for (const Cursor& c : cursors_) last = std::max(last, c.end[-1].time);
+  // More than two runs: merged pairwise into scratch until two are left.
+  if (cursors_.size() > 2) MergeDown();
+  if (cursors_.size() == 1) {
+    for (const Entry* e = cursors_[0].at; e != cursors_[0].end; ++e) emit(e);
   } else {
-    for (const Entry* e = first; e != last; ++e) fn(std::span<const uint8_t>(e->Data(storage), e->size));
+    // Of equal times, a's (the earlier run's) first.
+    const Entry* a = cursors_[0].at;
+    const Entry* b = cursors_[1].at;
+    const Entry* const a_end = cursors_[0].end;
+    const Entry* const b_end = cursors_[1].end;
+    // A branch, not a select: the select chains each step's loads to the
+    // step before (about 8 cycles a record), while buffers drained in turn
+    // interleave in patterns the predictor learns.
+    while (a != a_end && b != b_end) {
+      if (b->time < a->time)
+        emit(b++);
+      else
+        emit(a++);
+    }
+    for (; a != a_end; ++a) emit(a);
+    for (; b != b_end; ++b) emit(b);
   }
+  if constexpr (kBatches) {
+    if (k != 0) fn(std::span<const std::span<const uint8_t>>(batch, k));
+  }
+  released_max_ = last;
   Drop(n);
   return n;
 }

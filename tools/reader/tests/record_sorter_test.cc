@@ -134,7 +134,7 @@ TEST(RecordSorterTest, ViewsAndCopiesMixAcrossCompaction) {
 // (time, push order), and each round releases exactly those up to the
 // previous round's largest time.  With a callback that takes batches, the
 // same records in the same order, at most 64 at a time.
-void ReleasesExactlyWhatAStableSortWould(bool batches) {
+void ReleasesExactlyWhatAStableSortWould(bool batches, int max_runs = 9) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 200; ++trial) {
     RecordSorter s;
@@ -156,7 +156,7 @@ void ReleasesExactlyWhatAStableSortWould(bool batches) {
     uint64_t tag = 0, previous_max = 0, round_max = 0, base = 0;
     const int rounds = 1 + static_cast<int>(rng() % 6);
     for (int round = 0; round < rounds; ++round) {
-      const int runs = 1 + static_cast<int>(rng() % 9);
+      const int runs = 1 + static_cast<int>(rng() % max_runs);
       for (int run = 0; run < runs; ++run) {
         uint64_t t = base + rng() % 50;
         // Now and then a long run: rounds of more than one batch.
@@ -342,6 +342,13 @@ TEST(RecordSorterTest, ReleasesExactlyWhatAStableSortWould) { ReleasesExactlyWha
 
 TEST(RecordSorterTest, ReleasesInBatchesExactlyWhatAStableSortWould) {
   ReleasesExactlyWhatAStableSortWould(true);
+}
+
+// A machine of many CPUs: up to 150 runs a round, merged two by two over
+// several passes (odd counts among them) before the last two are merged
+// into the batches.
+TEST(RecordSorterTest, ReleasesManyRunsARoundExactlyWhatAStableSortWould) {
+  ReleasesExactlyWhatAStableSortWould(true, 150);
 }
 
 }  // namespace
