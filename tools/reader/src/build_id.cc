@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "keyed_hash.h"
+
 namespace mmap3 {
 
 BuildId::BuildId(const void* data, size_t size) {
@@ -41,11 +43,9 @@ std::string BuildId::Hex() const {
 std::string BuildId::ShortHex() const { return Hex().substr(0, kShortHexDigits); }
 
 size_t BuildId::Hash() const {
-  // Build-ids are already uniformly distributed hashes; FNV-1a over the bytes
-  // keeps short or hand-made ids (tests, lld's 8-byte xxhash) well spread too.
-  uint64_t h = 1469598103934665603ull ^ size_;
-  for (size_t i = 0; i < size_; ++i) h = (h ^ bytes_[i]) * 1099511628211ull;
-  return static_cast<size_t>(h);
+  // Keyed (keyed_hash.h): a capture's build-id table and its MMAP2 records
+  // choose the ids, and FNV-1a, which this was, can be aimed at one bucket.
+  return KeyedHashBytes(bytes_.data(), size_);
 }
 
 }  // namespace mmap3

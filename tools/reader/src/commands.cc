@@ -234,7 +234,7 @@ uint64_t FixedPeriod(const perf_event_attr& a) {
 // apart: several such events are reported as one, named after them all.
 struct CaptureEventsOf {
   std::vector<ReportEvent> events;
-  std::unordered_map<uint64_t, uint32_t> event_of_id;
+  KeyedMap<uint64_t, uint32_t> event_of_id;
   std::vector<std::string> unsampled;  // events that take no samples, by name
 };
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "files.h"
+#include "keyed_hash.h"
 
 namespace mmap3 {
 namespace {
@@ -175,7 +176,7 @@ static void AddPltSymbols(Elf* elf, std::vector<ElfSymbol>* out) {
       gelf_getclass(elf) != ELFCLASS64 || elf_getshdrstrndx(elf, &shstrndx) != 0)
     return;
   // Names point into libelf's data, valid until ReadSymbols() returns.
-  std::unordered_map<uint64_t, const char*> slot_names;
+  KeyedMap<uint64_t, const char*> slot_names;
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(elf, scn)) != nullptr) {
     GElf_Shdr sh, symsh;

@@ -34,6 +34,7 @@
 
 #include "build_id.h"
 #include "files.h"
+#include "keyed_hash.h"
 #include "record.h"
 #include "result.h"
 
@@ -160,7 +161,7 @@ class FileFormats {
   SampleLayout first_;
   bool uniform_ = true;
   // Layouts by event id; node-based, so references to them stay valid.
-  std::unordered_map<uint64_t, SampleLayout> by_id_;
+  KeyedMap<uint64_t, SampleLayout> by_id_;
 };
 
 template <typename Fn>

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "files.h"
+#include "keyed_hash.h"
 
 namespace mmap3 {
 namespace {
@@ -147,7 +148,7 @@ PerfMap::PerfMap(PerfMapText text, PerfMapTaken taken, uint64_t bytes)
   }
   // Where lines of more than one name overlap: a sweep over the lines'
   // ends, counting the lines of each name that cover each stretch.
-  std::unordered_map<std::string_view, uint32_t> name_ids;
+  KeyedMap<std::string_view, uint32_t> name_ids;
   std::vector<std::tuple<uint64_t, int, uint32_t>> edges;  // (address, +1/-1, name)
   edges.reserve(entries_.size() * 2);
   for (const PerfMapEntry& e : entries_) {

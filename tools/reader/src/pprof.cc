@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "keyed_hash.h"
 #include "proto/profile.pb.h"
 #include "utf8.h"
 
@@ -44,7 +45,7 @@ class StringTable {
 
  private:
   pb::Profile* profile_;
-  std::unordered_map<std::string, int64_t> index_;
+  KeyedMap<std::string, int64_t> index_;
 };
 
 }  // namespace
@@ -118,7 +119,7 @@ std::string EncodePprofProto(const ReportModel& m) {
     return &m.frame_mappings[fl.mapping - 1];
   };
   std::vector<std::string> object(m.frame_locations.size());
-  std::unordered_map<std::string, std::set<std::string>> objects_of_name;
+  KeyedMap<std::string, std::set<std::string>> objects_of_name;
   for (size_t i = 0; i < m.frame_locations.size(); ++i) {
     const FrameLocation& fl = m.frame_locations[i];
     if (fl.status != SymbolStatus::kFound) continue;

@@ -28,6 +28,7 @@
 #include <unordered_map>
 
 #include "address_space.h"
+#include "keyed_hash.h"
 
 namespace mmap3 {
 
@@ -62,8 +63,8 @@ class ProcessTable {
   };
   Process& GetProcess(uint32_t pid);
 
-  std::unordered_map<uint32_t, Process> processes_;
-  std::unordered_map<uint32_t, std::string> comms_;  // by tid
+  KeyedMap<uint32_t, Process> processes_;
+  KeyedMap<uint32_t, std::string> comms_;  // by tid
   AddressSpace kernel_;
 };
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bpf_progs.h"
+#include "keyed_hash.h"
 #include "location_counts.h"
 #include "process_table.h"
 #include "record.h"
@@ -65,7 +66,7 @@ struct ProfileOptions {
   // Which of `events` a sample is of, by its id (PERF_SAMPLE_IDENTIFIER or
   // ID).  Empty: every sample is of the first.  A sample whose id is not
   // here is counted as a bad record.
-  std::unordered_map<uint64_t, uint32_t> event_of_id;
+  KeyedMap<uint64_t, uint32_t> event_of_id;
 };
 
 class Profile {
@@ -263,7 +264,7 @@ class Profile {
   // (event << 32 | tid) -> task id, valid until the next COMM/FORK/EXIT
   // record: names change only through those, and samples vastly outnumber
   // them.
-  std::unordered_map<uint64_t, uint32_t> comm_of_tid_;
+  KeyedMap<uint64_t, uint32_t> comm_of_tid_;
   // In front of it, a direct-mapped cache by tid of its entries of the
   // current generation (comm_generation_, bumped where comm_of_tid_ is
   // cleared): most samples find their task here, in one cache line.

@@ -33,6 +33,7 @@
 
 #include "address_space.h"
 #include "dso_store.h"
+#include "keyed_hash.h"
 #include "perf_map.h"
 
 namespace mmap3 {
@@ -86,12 +87,6 @@ class Symbolizer {
   bool HasSymbols(const MappedObject& object);
 
  private:
-  struct KeyHash {
-    size_t operator()(const std::pair<const MappedObject*, uint64_t>& k) const {
-      return std::hash<const void*>()(k.first) ^ (k.second * 0x9e3779b97f4a7c15ull);
-    }
-  };
-
   const SymbolTable* TableFor(const MappedObject& object);
   const std::string& Intern(std::string name) { return *names_.insert(std::move(name)).first; }
 
@@ -102,8 +97,8 @@ class Symbolizer {
   const PerfMaps* perf_maps_ = nullptr;
   std::unordered_map<const MappedObject*, const SymbolTable*> tables_;
   std::unordered_map<const ElfSymbol*, const std::string*> demangled_;
-  std::unordered_set<std::string> names_;  // node-based: references stay valid
-  std::unordered_map<std::pair<const MappedObject*, uint64_t>, Symbol, KeyHash> cache_;
+  KeyedSet<std::string> names_;  // node-based: references stay valid
+  KeyedMap<std::pair<const MappedObject*, uint64_t>, Symbol> cache_;
 };
 
 }  // namespace mmap3
