@@ -55,11 +55,20 @@ size_t RecordSorter::Cut(uint64_t limit) {
 void RecordSorter::MergeDown() {
   size_t n = 0;
   for (const Cursor& c : cursors_) n += static_cast<size_t>(c.end - c.at);
+  // When every pending record goes (the flush of a capture without
+  // rounds: all of it), the first pass reads all of entries_ out, and the
+  // passes after it can use entries_ as their second buffer: one array
+  // beside entries_ instead of two.  (Drop() then empties entries_.)
+  const bool all = n == entries_.size() - released_;
   int to = 0;
   while (cursors_.size() > 2) {
-    std::vector<Entry>& out = scratch_[to];
-    if (out.size() < n) out.resize(n);
-    Entry* at = out.data();
+    Entry* at;
+    if (to == 1 && all) {
+      at = entries_.data();
+    } else {
+      if (scratch_[to].size() < n) scratch_[to].resize(n);
+      at = scratch_[to].data();
+    }
     size_t kept = 0;
     for (size_t i = 0; i < cursors_.size(); i += 2) {
       Entry* const begin = at;
