@@ -145,8 +145,8 @@ class RecordSorter {
   uint64_t last_time_ = 0;
   uint64_t round_max_ = 0;
   uint64_t previous_round_max_ = 0;
-  // The time of the last record released; 0 before the first release,
-  // which no time is below: nothing is late then.
+  // The highest time released; 0 before the first release, which no time
+  // is below: nothing is late then.
   uint64_t released_max_ = 0;
   uint64_t late_ = 0;
 };
@@ -201,7 +201,9 @@ size_t RecordSorter::Release(uint64_t limit, Fn& fn) {
   if constexpr (kBatches) {
     if (k != 0) fn(std::span<const std::span<const uint8_t>>(batch, k));
   }
-  released_max_ = last;
+  // The highest time released so far: a release of late records alone
+  // (all below it) must not lower it.
+  released_max_ = std::max(released_max_, last);
   Drop(n);
   return n;
 }

@@ -80,6 +80,24 @@ TEST(RecordSorterTest, CountsRecordsOlderThanWhatWasReleased) {
   EXPECT_EQ(s.late(), 1u);
 }
 
+// A release of late records alone does not make later ones look in time:
+// 60, pushed after 100 went, is late although the last release was of 50
+// only (helper-48's case).
+TEST(RecordSorterTest, LateRecordsReleasedAloneDoNotLowerWhatCountsAsLate) {
+  RecordSorter s;
+  std::vector<uint64_t> out;
+  auto sink = [&](std::span<const uint8_t> r) { out.push_back(Tag(r)); };
+  s.Push(100, Rec(1));
+  s.FinishRound(sink);
+  s.FinishRound(sink);  // releases 100
+  s.Push(50, Rec(2));   // late
+  EXPECT_EQ(s.FinishRound(sink), 1u);  // releases 50 alone
+  s.Push(60, Rec(3));   // late too: 100 went before it
+  EXPECT_EQ(s.late(), 2u);
+  s.Flush(sink);
+  EXPECT_EQ(out, (std::vector<uint64_t>{1, 2, 3}));
+}
+
 TEST(RecordSorterTest, KeepsRecordBytesIntactAcrossCompaction) {
   RecordSorter s;
   std::vector<uint64_t> out;
@@ -287,7 +305,7 @@ void ManyRoundsAgainstAStableSort(bool batches) {
       }
     }
     if (k > 0) {
-      released_max = pending[k - 1].time;
+      released_max = std::max(released_max, pending[k - 1].time);
       released_any = true;
     }
     pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(k));
