@@ -67,6 +67,15 @@ class RecordSorter {
   // Records pushed with a timestamp lower than one already released: the
   // ordering guarantee was violated for them (they are still delivered).
   uint64_t late() const { return late_; }
+  // What the sorter holds, for the tests of its bounds: entries (released
+  // ones not yet compacted away among them), runs, and bytes of copies.
+  // After a release the entries are at most three times the pending ones,
+  // and the runs at most those pushed into since the release before, plus
+  // one; copies' bytes at most twice those pending at the last compaction,
+  // 32 KiB, and what was pushed since.
+  size_t held_entries() const { return entries_.size(); }
+  size_t held_runs() const { return runs_.size(); }
+  size_t held_bytes() const { return storage_used_ * 8; }
 
  private:
   // No sequence number: of equal times, the earlier run's record goes

@@ -259,6 +259,7 @@ void ManyRoundsAgainstAStableSort(bool batches) {
   uint64_t tag = 0, previous_max = 0, round_max = 0, base = 1000, last_time = 0, released_max = 0,
            late = 0;
   bool released_any = false;
+  size_t starts = 0;  // runs pushed into since the last release, at most
   for (int round = 0; round < 400; ++round) {
     const bool in_order = rng() % 3 == 0;
     const int runs = in_order ? 1 : 1 + static_cast<int>(rng() % 6);
@@ -273,6 +274,7 @@ void ManyRoundsAgainstAStableSort(bool batches) {
         // Now and then one earlier than what was released: late.
         if (rng() % 64 == 0 && base > 100) time = base - 100;
         const uint64_t effective = time.value_or(last_time);
+        if (i == 0 || effective < last_time) ++starts;
         if (time) last_time = *time;
         if (released_any && effective < released_max) ++late;
         // Now and then a long one: copied bytes outgrow the compaction's
@@ -311,6 +313,10 @@ void ManyRoundsAgainstAStableSort(bool batches) {
     pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(k));
     previous_max = round_max;
     ASSERT_EQ(s.pending(), pending.size()) << "round " << round;
+    // Released entries and emptied runs do not pile up.
+    ASSERT_LE(s.held_entries(), 3 * s.pending()) << "round " << round;
+    ASSERT_LE(s.held_runs(), starts + 1) << "round " << round;
+    starts = 0;
     ASSERT_EQ(s.late(), late) << "round " << round;
     const uint8_t* low = nullptr;
     for (const Pushed& p : pending)
@@ -354,6 +360,54 @@ TEST(RecordSorterTest, LowestViewIsThatOfAPendingRecord) {
   s.Push(21, Rec(20));  // a copy is no view
   s.Flush(sink);
   EXPECT_EQ(s.LowestView(), nullptr);
+}
+
+// Between pushes, too: the open run's entries count from the push that
+// made them (helper-48's mutant that read the run's end as of the last
+// release passed every other test).
+TEST(RecordSorterTest, LowestViewSeesViewsPushedSinceTheRelease) {
+  std::vector<std::vector<uint8_t>> kept;
+  for (uint64_t t = 0; t < 8; ++t) kept.push_back(Rec(t));
+  const uint8_t* low = kept[0].data();
+  for (const auto& k : kept) low = std::min(low, static_cast<const uint8_t*>(k.data()));
+  const size_t lowest = static_cast<size_t>(
+      std::find_if(kept.begin(), kept.end(), [&](const auto& k) { return k.data() == low; }) -
+      kept.begin());
+  RecordSorter s;
+  auto sink = [](std::span<const uint8_t>) {};
+  s.Push(1, Rec(100));
+  s.FinishRound(sink);
+  EXPECT_EQ(s.LowestView(), nullptr);
+  // Views in order after the copy: they extend its (open) run.
+  for (uint64_t t = 0; t < kept.size(); ++t) {
+    s.PushView(2 + t, kept[t]);
+    const uint8_t* want = kept[0].data();
+    for (uint64_t u = 1; u <= t; ++u) want = std::min(want, static_cast<const uint8_t*>(kept[u].data()));
+    ASSERT_EQ(s.LowestView(), want) << "after view " << t;
+  }
+  EXPECT_EQ(s.LowestView(), kept[lowest].data());
+}
+
+// A live capture always has records pending: in a steady state of rounds
+// (64 copies of 64 bytes a round, each round releasing the one before),
+// what the sorter holds stays bounded.
+TEST(RecordSorterTest, HoldsABoundedAmountInASteadyState) {
+  RecordSorter s;
+  auto sink = [](std::span<const std::span<const uint8_t>>) {};
+  std::vector<uint8_t> rec(64, 0);
+  perf_event_header h{1, 0, 64};
+  std::memcpy(rec.data(), &h, sizeof(h));
+  uint64_t t = 1;  // every record of a round above the round before
+  for (int round = 0; round < 2000; ++round) {
+    for (int buffer = 0; buffer < 2; ++buffer)
+      for (int i = 0; i < 32; ++i) s.Push(t + 2 * i + buffer, rec);
+    t += 64;
+    s.FinishRound(sink);
+    ASSERT_EQ(s.pending(), 64u);
+    ASSERT_LE(s.held_entries(), 3 * 64u) << "round " << round;
+    ASSERT_LE(s.held_runs(), 3u) << "round " << round;
+    ASSERT_LE(s.held_bytes(), 2 * 64 * 64u + 32 * 1024 + 64 * 64) << "round " << round;
+  }
 }
 
 TEST(RecordSorterTest, ReleasesExactlyWhatAStableSortWould) { ReleasesExactlyWhatAStableSortWould(false); }
