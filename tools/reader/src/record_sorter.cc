@@ -18,14 +18,11 @@ void RecordSorter::Push(std::optional<uint64_t> time, std::span<const uint8_t> r
 
 const uint8_t* RecordSorter::LowestView() const {
   const uint8_t* low = nullptr;
-  for (size_t r = 0; r < runs_.size(); ++r) {
-    for (size_t i = runs_[r].pos, end = RunEnd(r); i < end; ++i) {
-      const Entry& e = entries_[i];
-      if (!e.view) continue;
-      const auto* p = reinterpret_cast<const uint8_t*>(e.where);
-      if (low == nullptr || p < low) low = p;
-    }
-  }
+  ForEachPending(*this, [&](const Entry& e) {
+    if (!e.view) return;
+    const auto* p = reinterpret_cast<const uint8_t*>(e.where);
+    if (low == nullptr || p < low) low = p;
+  });
   return low;
 }
 
@@ -146,16 +143,13 @@ void RecordSorter::CompactStorage() {
   // next, so steady state allocates nothing), then swap.
   if (spare_.size() < storage_used_) spare_.resize(storage_used_);
   size_t used = 0;
-  for (size_t r = 0; r < runs_.size(); ++r) {
-    for (size_t i = runs_[r].pos, end = RunEnd(r); i < end; ++i) {
-      Entry& e = entries_[i];
-      if (e.view) continue;
-      const size_t words = (e.size + 7) / 8;
-      std::memcpy(spare_.data() + used, storage_.data() + e.where, words * 8);
-      e.where = used;
-      used += words;
-    }
-  }
+  ForEachPending(*this, [&](Entry& e) {
+    if (e.view) return;
+    const size_t words = (e.size + 7) / 8;
+    std::memcpy(spare_.data() + used, storage_.data() + e.where, words * 8);
+    e.where = used;
+    used += words;
+  });
   storage_.swap(spare_);
   storage_used_ = storage_kept_ = used;
 }

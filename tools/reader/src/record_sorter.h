@@ -121,13 +121,20 @@ class RecordSorter {
     runs_.push_back(Run{entries_.size(), entries_.size()});
   }
   size_t RunEnd(size_t i) const { return i + 1 == runs_.size() ? entries_.size() : runs_[i].end; }
+  // fn(entry) for each pending entry, in push order (Self: const or not).
+  template <typename Self, typename Fn>
+  static void ForEachPending(Self& self, Fn&& fn) {
+    for (size_t r = 0; r < self.runs_.size(); ++r)
+      for (size_t i = self.runs_[r].pos, end = self.RunEnd(r); i < end; ++i) fn(self.entries_[i]);
+  }
 
   template <typename Fn>
   size_t Release(uint64_t limit, Fn& fn);
   // Cuts every run at `limit`: the cursors of what goes (in run order), and
   // how many records that is.
   size_t Cut(uint64_t limit);
-  // Merges the cursors two by two (in order: stable) into scratch_, until
+  // Merges the cursors two by two (in order: stable) into scratch_ (or,
+  // when every pending record goes, every other pass into entries_), until
   // two are left.  (A heap of cursors compares log2(runs) times a record
   // with branches that data at random mispredicts: measured slower than
   // these passes from four runs on.)
