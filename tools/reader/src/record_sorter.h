@@ -178,14 +178,18 @@ size_t RecordSorter::Release(uint64_t limit, Fn& fn) {
   constexpr size_t kBatch = 64;
   std::span<const uint8_t> batch[kBatches ? kBatch : 1];
   size_t k = 0;
-  auto emit = [&](const Entry* e) {
+  // The callback out of line, the per-record part inline: GCC kept a
+  // lambda holding both out of line in report's instantiation, a call per
+  // record (36 instructions a record more than the sorter before).
+  auto flush = [&]() __attribute__((noinline)) {
+    if constexpr (kBatches) fn(std::span<const std::span<const uint8_t>>(batch, k));
+    k = 0;
+  };
+  auto emit = [&](const Entry* e) __attribute__((always_inline)) {
     const std::span<const uint8_t> record(e->Data(storage), e->size);
     if constexpr (kBatches) {
       batch[k++] = record;
-      if (k == kBatch) {
-        fn(std::span<const std::span<const uint8_t>>(batch, k));
-        k = 0;
-      }
+      if (k == kBatch) flush();
     } else {
       fn(record);
     }
@@ -215,7 +219,7 @@ size_t RecordSorter::Release(uint64_t limit, Fn& fn) {
     for (; b != b_end; ++b) emit(b);
   }
   if constexpr (kBatches) {
-    if (k != 0) fn(std::span<const std::span<const uint8_t>>(batch, k));
+    if (k != 0) flush();
   }
   // The highest time released so far: a release of late records alone
   // (all below it) must not lower it.
