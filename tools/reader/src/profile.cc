@@ -111,10 +111,11 @@ std::shared_ptr<const MappedObject> Profile::InternObject(MappedObject object) {
 }
 
 void Profile::ForgetComms() {
-  comm_of_tid_.clear();
-  // Generation 0 is the empty cache's: past it, the entries are cleared.
+  // Generation 0 is the empty cache's: past it, the entries are cleared
+  // (once in 2^32 - 1 such records), so no old entry passes for current.
   if (++comm_generation_ == 0) {
     comm_cache_.fill(CommCacheEntry{});
+    comm_of_tid_.clear();
     comm_generation_ = 1;
   }
 }
@@ -448,15 +449,13 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
   const uint64_t task_key = uint64_t{event} << 32 | s.tid;
   CommCacheEntry& hit = comm_cache_[(s.tid ^ event * 0x9e37u) % kCommCache];
   if (hit.generation != comm_generation_ || hit.task_key != task_key) {
-    auto cached = comm_of_tid_.find(task_key);
-    if (cached == comm_of_tid_.end())
-      cached = comm_of_tid_
-                   .emplace(task_key,
-                            InternTask(event, processes_.Comm(s.pid, s.tid),
-                                       options_.controls.Has(SortKey::kPid) ? int64_t{s.pid} : -1,
-                                       options_.controls.Has(SortKey::kTid) ? int64_t{s.tid} : -1))
-                   .first;
-    hit = CommCacheEntry{task_key, cached->second, comm_generation_};
+    TaskOfTid& task = comm_of_tid_[task_key];  // generation 0 if new: stale
+    if (task.generation != comm_generation_)
+      task = TaskOfTid{InternTask(event, processes_.Comm(s.pid, s.tid),
+                                  options_.controls.Has(SortKey::kPid) ? int64_t{s.pid} : -1,
+                                  options_.controls.Has(SortKey::kTid) ? int64_t{s.tid} : -1),
+                       comm_generation_};
+    hit = CommCacheEntry{task_key, task.comm, comm_generation_};
   }
   start->period = period;
   start->comm = hit.comm;
