@@ -22,13 +22,14 @@ void ProcessTable::OnFork(uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t pt
     GetProcess(pid).threads.insert(tid);
     return;
   }
-  // A new process: a copy of the parent's address space.  If the pid was
-  // reused and the old entry never saw its exit, the fork replaces it.
+  // A new process: the parent's address space, shared until either side
+  // maps something (OnMmap copies it then), so a fork costs nothing however
+  // many mappings there are, and a child that execs or exits never copies.
+  // If the pid was reused and the old entry never saw its exit, the fork
+  // replaces it.
   Process child;
   auto parent = processes_.find(ppid);
-  if (parent != processes_.end()) {
-    child.space = std::make_shared<AddressSpace>(*parent->second.space);
-  }
+  if (parent != processes_.end()) child.space = parent->second.space;
   child.threads.insert(tid);
   processes_[pid] = std::move(child);
 }
@@ -63,7 +64,11 @@ void ProcessTable::OnMmap(uint32_t pid, Mapping mapping) {
     kernel_.Insert(std::move(mapping));
     return;
   }
-  GetProcess(pid).space->Insert(std::move(mapping));
+  Process& p = GetProcess(pid);
+  // Shared with a process forked from it or the one it was forked from:
+  // this change is its own.
+  if (p.space.use_count() > 1) p.space = std::make_shared<AddressSpace>(*p.space);
+  p.space->Insert(std::move(mapping));
 }
 
 const Mapping* ProcessTable::FindUser(uint32_t pid, uint64_t addr) const {

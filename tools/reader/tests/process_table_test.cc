@@ -35,6 +35,46 @@ TEST(ProcessTableTest, ForkedProcessGetsACopy) {
   EXPECT_EQ(PathAt(t, 100, 0x1000), "/lib/a-v2");
 }
 
+// A fork copies nothing until one side maps something: 20,000 forks of a
+// process with 20,000 mappings once took 28 s, a copy each.  Whichever side
+// maps first gets the copy; the others keep sharing what they had.
+TEST(ProcessTableTest, ForkSharesTheSpaceUntilEitherSideMaps) {
+  ProcessTable t;
+  MapIn(t, 100, 0x1000, "/lib/a");
+  t.OnFork(200, 100, 200, 100);
+  t.OnFork(300, 200, 300, 200);
+  ASSERT_NE(t.Space(100), nullptr);
+  EXPECT_EQ(t.Space(200), t.Space(100));
+  EXPECT_EQ(t.Space(300), t.Space(100));
+
+  MapIn(t, 200, 0x2000, "/lib/middle-only");  // the middle one maps first
+  EXPECT_NE(t.Space(200), t.Space(100));
+  EXPECT_EQ(t.Space(300), t.Space(100));
+  EXPECT_EQ(PathAt(t, 200, 0x2000), "/lib/middle-only");
+  EXPECT_EQ(PathAt(t, 200, 0x1000), "/lib/a");
+  EXPECT_EQ(PathAt(t, 100, 0x2000), "");
+  EXPECT_EQ(PathAt(t, 300, 0x2000), "");
+
+  MapIn(t, 100, 0x1000, "/lib/a-v2");  // the first one replaces a mapping
+  EXPECT_EQ(PathAt(t, 100, 0x1000), "/lib/a-v2");
+  EXPECT_EQ(PathAt(t, 200, 0x1000), "/lib/a");
+  EXPECT_EQ(PathAt(t, 300, 0x1000), "/lib/a");
+  EXPECT_EQ(t.Space(300)->size(), 1u);
+
+  // The last one left with a space maps into it in place.
+  const AddressSpace* before = t.Space(300);
+  MapIn(t, 300, 0x3000, "/lib/last");
+  EXPECT_EQ(t.Space(300), before);
+  EXPECT_EQ(PathAt(t, 300, 0x3000), "/lib/last");
+  EXPECT_EQ(PathAt(t, 100, 0x3000), "");
+
+  // A shared space outlives the process that made it.
+  t.OnFork(400, 100, 400, 100);
+  t.OnExit(100, 100);
+  EXPECT_FALSE(t.HasProcess(100));
+  EXPECT_EQ(PathAt(t, 400, 0x1000), "/lib/a-v2");
+}
+
 TEST(ProcessTableTest, ThreadsShareTheAddressSpace) {
   ProcessTable t;
   t.OnComm(100, 100, "app", false);
