@@ -295,12 +295,6 @@ SampleLayout::SampleLayout(const SampleFormat& f) : format(f) {
 
 size_t SampleIdSize(const SampleFormat& f) { return SampleLayout(f).trailer_size; }
 
-bool ReadHeader(Bytes bytes, perf_event_header* header) {
-  if (bytes.size() < sizeof(*header)) return false;
-  std::memcpy(header, bytes.data(), sizeof(*header));
-  return true;
-}
-
 DecodeStatus DecodeRecord(Bytes bytes, const SampleLayout& f, Record* out) {
   *out = std::monostate{};
   perf_event_header h;

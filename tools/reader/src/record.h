@@ -308,8 +308,13 @@ inline std::optional<uint64_t> RecordTime(Bytes bytes, const SampleFormat& forma
 // Size in bytes of the sample_id trailer for this format (0 if none).
 size_t SampleIdSize(const SampleFormat& format);
 
-// Reads the common header; false if fewer than 8 bytes.
-bool ReadHeader(Bytes bytes, perf_event_header* header);
+// Reads the common header; false if fewer than 8 bytes.  Inline: report
+// calls it for every record, twice (the scan and the replay).
+inline bool ReadHeader(Bytes bytes, perf_event_header* header) {
+  if (bytes.size() < sizeof(*header)) return false;
+  std::memcpy(header, bytes.data(), sizeof(*header));
+  return true;
+}
 
 }  // namespace mmap3
 

@@ -28,8 +28,9 @@ TEST(HugeArray, ZeroFilledWritableAndAligned) {
       ASSERT_EQ(a[i].b, ~i);
       ASSERT_EQ(a[i].c, i * 3);
     }
-    if (n * sizeof(Wide) >= (size_t{2} << 20))
+    if (n * sizeof(Wide) >= (size_t{2} << 20)) {
       EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % (size_t{2} << 20), 0u) << n;
+    }
   }
 }
 

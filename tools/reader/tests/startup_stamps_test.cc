@@ -165,7 +165,7 @@ class StartupReplayTest : public ::testing::Test {
       const uint64_t before = p.unattributed();
       p.Process(r);
       perf_event_header h;
-      ReadHeader(r, &h);
+      ASSERT_TRUE(ReadHeader(r, &h));
       if (h.type != PERF_RECORD_SAMPLE) return;
       const uint64_t t = *RecordTime(r, kFormat);
       if (p.unattributed() != before) {
