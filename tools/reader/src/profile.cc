@@ -1042,6 +1042,7 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> location_ids;  // (mapping + 1, address)
   std::vector<FrameMapping> mappings;
   std::vector<uint64_t> leaf_samples;  // per mapping
+  std::vector<uint32_t> map_number;    // per mapping: its recorded object's number
   std::vector<FrameLocation> locations;
   std::vector<FrameStack> stacks;
   const ReportControls& controls = options_.controls;
@@ -1078,6 +1079,7 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
           m.kernel = object->kernel;
           mappings.push_back(std::move(m));
           leaf_samples.push_back(0);
+          map_number.push_back(f.object->number);
         }
         mapping = it->second + 1;
         if (&f == &key.second.front()) leaf_samples[it->second] += sums.samples;
@@ -1108,11 +1110,15 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
   }
 
   // Renumber in value order, the mappings with most samples first: pprof
-  // takes the first mapping for the profile's main binary ("File:").
+  // takes the first mapping for the profile's main binary ("File:").  Two
+  // mappings can be equal in every value written (the JIT code of two
+  // processes at one address: their objects differ in whose perf map names
+  // them); the order their objects were first recorded in settles it, not
+  // where the heap put them.
   auto map_tie = [&](uint32_t i) {
     const FrameMapping& m = mappings[i];
     return std::make_tuple(UINT64_MAX - leaf_samples[i], std::cref(m.path), std::cref(m.build_id),
-                           m.start, m.limit, m.file_offset, m.source, m.kernel);
+                           m.start, m.limit, m.file_offset, m.source, m.kernel, map_number[i]);
   };
   std::vector<uint32_t> map_order(mappings.size());
   for (uint32_t i = 0; i < map_order.size(); ++i) map_order[i] = i;

@@ -1232,5 +1232,53 @@ TEST(ProfileTest, SourcesComeFromRecordsOverridesAndPerfHeader) {
   EXPECT_EQ(m.mappings[2].build_id, Id(kIdV3));
 }
 
+
+// pprof's mappings are sorted by what is written of them.  The JIT code of
+// processes at one address is written alike (its objects differ in whose
+// perf map names it), and such ties once fell to the objects' heap
+// addresses: the same capture gave other bytes under another allocator's
+// layout.  Here blocks of the objects' size are freed, highest first,
+// before each process maps, so that each object lands below the one
+// recorded before it (glibc hands a size's freed blocks out last-freed
+// first); without the tie-break by record order the mappings came out
+// reversed.
+TEST(ProfileTest, FrameMappingsWrittenAlikeKeepTheOrderTheyWereRecordedIn) {
+  constexpr uint32_t kProcesses = 12, kFreedEach = 4;
+  std::vector<std::shared_ptr<const MappedObject>> pool;
+  for (uint32_t i = 0; i < kProcesses * kFreedEach; ++i)
+    pool.push_back(std::make_shared<const MappedObject>());
+  std::sort(pool.begin(), pool.end(), [](const auto& a, const auto& b) { return a.get() < b.get(); });
+  ProfileOptions o;
+  o.callchains = true;
+  o.sample_frames = true;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  uint64_t t = 1;
+  std::vector<const MappedObject*> objects;
+  for (uint32_t i = 0; i < kProcesses; ++i) {
+    p.Process(Comm(10 + i, "w", t++));  // one task: the report's rows are by comm
+    for (uint32_t k = 0; k < kFreedEach; ++k) pool.pop_back();
+    p.Process(Mmap(10 + i, "//anon", nullptr, t++));
+    objects.push_back(p.processes().FindUser(10 + i, kBase)->object.get());
+  }
+  const uint64_t user = static_cast<uint64_t>(PERF_CONTEXT_USER);
+  for (uint32_t i = 0; i < kProcesses; ++i)
+    p.Process(Sample(10 + i, kBase + 0x10 * (i + 1), t++, {user, kBase + 0x10 * (i + 1)}));
+#if !defined(__SANITIZE_ADDRESS__)
+  // What makes this a test: the heap's order is not the records'.  (ASan's
+  // allocator does not reuse blocks at once; there only the order is checked.)
+  EXPECT_GT(objects.front(), objects.back());
+#endif
+  const ReportModel m = ReportWith(p, SymbolSearch{});
+  ASSERT_EQ(m.frame_mappings.size(), kProcesses);
+  for (const FrameMapping& fm : m.frame_mappings) {
+    EXPECT_EQ(fm.path, "//anon");
+    EXPECT_EQ(fm.start, kBase);
+  }
+  std::map<uint64_t, uint32_t> mapping_of_address;
+  for (const FrameLocation& l : m.frame_locations) mapping_of_address[l.address] = l.mapping;
+  for (uint32_t i = 0; i < kProcesses; ++i)
+    EXPECT_EQ(mapping_of_address[kBase + 0x10 * (i + 1)], i + 1) << "pid " << 10 + i;
+}
 }  // namespace
 }  // namespace mmap3
