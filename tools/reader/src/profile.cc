@@ -964,15 +964,16 @@ void Profile::BuildRows(Symbolizer& symbolizer, ReportModel& model) const {
   }
   // Event by event; by overhead (Children with --children, then self), as
   // perf sorts; for a constant period that is by samples.  Then samples and
-  // names: deterministic, never pointer values.
+  // names: deterministic, never pointer values.  Every field a row shows is
+  // in the key, so rows that tie are alike in every byte written.
   const bool children = c.children;
   std::sort(model.rows.begin(), model.rows.end(), [children](const ReportRow& a,
                                                              const ReportRow& b) {
     const uint64_t ac = children ? a.children_period : 0, bc = children ? b.children_period : 0;
     return std::tie(a.event, bc, b.period, b.samples, a.comm, a.pid, a.tid, a.path, a.build_id,
-                    a.symbol, a.source) <
+                    a.symbol, a.source, a.symbol_status) <
            std::tie(b.event, ac, a.period, a.samples, b.comm, b.pid, b.tid, b.path, b.build_id,
-                    b.symbol, b.source);
+                    b.symbol, b.source, b.symbol_status);
   });
 }
 
