@@ -769,15 +769,17 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
     flat_.ForEach([&](uint32_t, uint32_t number, uint64_t, uint64_t, uint64_t) {
       if (number != 0) seen.insert(Shown(numbered_[number]));
     });
-    for (uint32_t id = 0; id < stacks_.size(); ++id)
-      for (const auto& frame : stacks_.frames(id))
-        if (frame.first != nullptr) seen.insert(Shown(frame.first));
+    // Callers too: with --children and no -g they are only in chains_.
+    for (const StackCounts* table : {&stacks_, &chains_})
+      for (uint32_t id = 0; id < table->size(); ++id)
+        for (const auto& frame : table->frames(id))
+          if (frame.first != nullptr) seen.insert(Shown(frame.first));
     for (const auto& [key, sums] : frame_stacks_)
       for (const Frame& f : key.second)
         if (f.object != nullptr) seen.insert(Shown(f.object));
     std::vector<const MappedObject*> hit(seen.begin(), seen.end());
     std::sort(hit.begin(), hit.end(), [](const MappedObject* a, const MappedObject* b) {
-      return std::tie(a->build_id, a->path) < std::tie(b->build_id, b->path);
+      return std::tie(a->build_id, a->path, a->number) < std::tie(b->build_id, b->path, b->number);
     });
     for (const MappedObject* object : hit) symbolizer.HasSymbols(*object);
   }
@@ -1065,15 +1067,18 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
       const MappedObject* object = f.object != nullptr ? Shown(f.object) : nullptr;
       uint32_t mapping = 0;
       if (object != nullptr) {
-        auto [it, inserted] = map_ids.try_emplace(MapKey{object, f.map_start, f.map_end, f.map_pgoff},
+        // The kernel image's pgoff is where _text was (perf's convention),
+        // not an offset in a file: not written, and not part of the key (a
+        // module recorded twice at one range with two pgoffs is one
+        // mapping, or two written alike would be told apart by the heap).
+        const uint64_t file_offset = object->kernel ? 0 : f.map_pgoff;
+        auto [it, inserted] = map_ids.try_emplace(MapKey{object, f.map_start, f.map_end, file_offset},
                                                   static_cast<uint32_t>(mappings.size()));
         if (inserted) {
           FrameMapping m;
           m.start = f.map_start;
           m.limit = f.map_end;
-          // The kernel image's pgoff is where _text was (perf's
-          // convention), not an offset in a file.
-          m.file_offset = object->kernel ? 0 : f.map_pgoff;
+          m.file_offset = file_offset;
           m.path = object->path;
           m.build_id = object->build_id;
           m.source = symbolizer.SourceOf(*object);
@@ -1145,9 +1150,23 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
   }
   for (FrameStack& st : stacks)
     for (uint32_t& l : st.locations) l = new_loc[l];
-  std::sort(stacks.begin(), stacks.end(), [](const FrameStack& a, const FrameStack& b) {
-    return std::tie(a.event, a.comm, a.locations) < std::tie(b.event, b.comm, b.locations);
-  });
+  // Two frame lists can name one list of locations (a kernel return
+  // address looked up one byte back, in a function's padding, is located
+  // at the function it returns into): one stack, or the sort would leave
+  // their order to the walk above, whose keys are object addresses.
+  auto stack_key = [](const FrameStack& s) { return std::tie(s.event, s.comm, s.locations); };
+  std::sort(stacks.begin(), stacks.end(),
+            [&](const FrameStack& a, const FrameStack& b) { return stack_key(a) < stack_key(b); });
+  size_t kept = 0;
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    if (kept != 0 && stack_key(stacks[kept - 1]) == stack_key(stacks[i])) {
+      stacks[kept - 1].samples += stacks[i].samples;
+      stacks[kept - 1].period += stacks[i].period;
+    } else if (kept++ != i) {
+      stacks[kept - 1] = std::move(stacks[i]);
+    }
+  }
+  stacks.resize(kept);
   model.frame_stacks = std::move(stacks);
 }
 

@@ -1233,6 +1233,74 @@ TEST(ProfileTest, SourcesComeFromRecordsOverridesAndPerfHeader) {
 }
 
 
+// pprof's stacks are lists of locations, and two frame lists can name one:
+// a kernel return address whose call would be in a function's padding is
+// an interrupted ip, located at the function it returns into, where a
+// return address one byte further is located too.  They are one stack
+// (before, two stacks alike, in an order the heap chose).
+TEST(ProfileTest, FrameListsThatNameTheSameLocationsAreOneStack) {
+  constexpr uint64_t kText = 0xffffffff81000000;
+  TempDir dir;
+  SymbolSearch s;
+  s.debug_dir = "";
+  s.kernel_notes = dir.File("notes");
+  s.kallsyms = dir.File("kallsyms");
+  s.modules_dir = "";
+  testing::WriteFile(s.kernel_notes, testing::BuildIdNotes(Id(kIdV3)));
+  testing::WriteFile(s.kallsyms,
+                     fmt::format("{:016x} T _stext\n{:016x} T _text\n{:016x} t __pfx_entered_fn\n"
+                                 "{:016x} T entered_fn\n{:016x} T leaf_fn\n{:016x} T _etext\n",
+                                 kText, kText, kText + 0x1f0, kText + 0x200, kText + 0x500,
+                                 kText + 0x2000));
+  ProfileOptions o;
+  o.kernel_build_id = Id(kIdV3);
+  o.callchains = true;
+  o.sample_frames = true;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(KernelMmap("[kernel.kallsyms]_text", kText, 0x2000, kText, nullptr));
+  p.Process(Comm(5, "app", 1));
+  const uint64_t kernel = static_cast<uint64_t>(PERF_CONTEXT_KERNEL);
+  p.Process(Sample(5, kText + 0x510, 2, {kernel, kText + 0x510, kText + 0x200}, true));
+  p.Process(Sample(5, kText + 0x510, 3, {kernel, kText + 0x510, kText + 0x201}, true, 7));
+  const ReportModel m = ReportWith(p, s);
+  ASSERT_EQ(m.frame_stacks.size(), 1u);
+  EXPECT_EQ(m.frame_stacks[0].samples, 2u);
+  EXPECT_EQ(m.frame_stacks[0].period, 8u);
+  ASSERT_EQ(m.frame_stacks[0].locations.size(), 2u);
+  EXPECT_EQ(m.frame_locations[m.frame_stacks[0].locations[1]].symbol, "entered_fn");
+  EXPECT_EQ(m.frame_locations[m.frame_stacks[0].locations[1]].address, kText + 0x200);
+}
+
+// A kernel mapping's pgoff is not written (the image's is where _text was),
+// so a module recorded twice at one range with two pgoffs is one mapping:
+// two written alike fell to the heap's order.
+TEST(ProfileTest, AModuleRecordedTwiceWithTwoPgoffsIsOneFrameMapping) {
+  constexpr uint64_t kModule = 0xffffffffc0100000;
+  ProfileOptions o;
+  o.callchains = true;
+  o.sample_frames = true;
+  Profile p(o);
+  p.SetFormat(kFormat);
+  p.Process(Comm(5, "app", 1));
+  const uint64_t kernel = static_cast<uint64_t>(PERF_CONTEXT_KERNEL);
+  p.Process(KernelMmap("[m4]", kModule, 0x3000, 0, kIdV1));
+  p.Process(Sample(5, kModule + 0x100, 2, {kernel, kModule + 0x100, kModule + 0x300}, true));
+  p.Process(KernelMmap("[m4]", kModule, 0x3000, 0x1000, kIdV1));
+  p.Process(Sample(5, kModule + 0x400, 3, {kernel, kModule + 0x400, kModule + 0x300}, true));
+  const ReportModel m = ReportWith(p, SymbolSearch{});
+  size_t modules = 0;
+  for (const FrameMapping& fm : m.frame_mappings) {
+    if (fm.path != "[m4]") continue;
+    ++modules;
+    EXPECT_EQ(fm.start, kModule);
+    EXPECT_EQ(fm.file_offset, 0u);
+  }
+  EXPECT_EQ(modules, 1u);
+  for (const FrameStack& st : m.frame_stacks)
+    for (uint32_t l : st.locations) EXPECT_EQ(m.frame_locations[l].mapping, 1u);
+}
+
 // pprof's mappings are sorted by what is written of them.  The JIT code of
 // processes at one address is written alike (its objects differ in whose
 // perf map names it), and such ties once fell to the objects' heap
