@@ -119,6 +119,14 @@ bool BuildSharedLibrary(const std::string& output, const std::string& functions,
 
 BuildId Id(const char* hex) { return *BuildId::FromHex(hex); }
 
+SampleId Sid(uint32_t pid, uint64_t time) {
+  SampleId s;
+  s.has_tid = s.has_time = s.has_cpu = true;
+  s.pid = s.tid = pid;
+  s.time = time;
+  return s;
+}
+
 std::string BuildIdNotes(const BuildId& id) {
   std::string notes;
   auto put32 = [&](uint32_t v) { notes.append(reinterpret_cast<const char*>(&v), 4); };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "build_id.h"
+#include "record.h"
 
 namespace mmap3::testing {
 
@@ -42,6 +43,9 @@ inline const char* kIdV1 = "1111111111111111111111111111111111111111";
 inline const char* kIdV2 = "2222222222222222222222222222222222222222";
 inline const char* kIdV3 = "3333333333333333333333333333333333333333";
 BuildId Id(const char* hex);
+
+// A sample_id trailer of pid == tid, with its tid, time and cpu (0).
+SampleId Sid(uint32_t pid, uint64_t time);
 
 // A notes file as /sys/kernel/notes and /sys/module/*/notes/.note.gnu.build-id
 // expose it: one GNU build-id note.

@@ -47,13 +47,7 @@ const SampleFormat kFormat{PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
 constexpr uint64_t kBase = 0x7f0000000000;
 constexpr uint32_t kPid = 7;
 
-SampleId Sid(uint32_t pid, uint64_t time) {
-  SampleId s;
-  s.has_tid = s.has_time = s.has_cpu = true;
-  s.pid = s.tid = pid;
-  s.time = time;
-  return s;
-}
+using testing::Sid;
 
 // A round's samples: 64 leaf addresses, 32 distinct chains of depth 8, two
 // threads; times are filled in per round.

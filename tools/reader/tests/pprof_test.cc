@@ -46,13 +46,7 @@ constexpr uint64_t kText = 0xffffffff81000000;
 const uint64_t kCtxKernel = static_cast<uint64_t>(PERF_CONTEXT_KERNEL);
 const uint64_t kCtxUser = static_cast<uint64_t>(PERF_CONTEXT_USER);
 
-SampleId Sid(uint32_t pid, uint64_t time) {
-  SampleId s;
-  s.has_tid = s.has_time = s.has_cpu = true;
-  s.pid = s.tid = pid;
-  s.time = time;
-  return s;
-}
+using testing::Sid;
 
 std::vector<uint8_t> Comm(uint32_t pid, const char* name, uint64_t time) {
   CommRecord c;

@@ -35,13 +35,7 @@ const SampleFormat kFormat{PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
                            0, true};
 constexpr uint64_t kBase = 0x7f0000000000;
 
-SampleId Sid(uint32_t pid, uint64_t time) {
-  SampleId s;
-  s.has_tid = s.has_time = s.has_cpu = true;
-  s.pid = s.tid = pid;
-  s.time = time;
-  return s;
-}
+using testing::Sid;
 
 std::vector<uint8_t> Comm(uint32_t pid, const char* name, uint64_t time, bool exec = true) {
   CommRecord c;
@@ -609,24 +603,31 @@ TEST_F(KernelAttributionTest, AnUnloadOfAnotherBuildMakesTheLoadDoubtful) {
 // so the frame is entered_fn.  A return address just after a noreturn
 // call that ends noreturn_caller is still noreturn_caller's, not
 // next_fn's: one byte back is a function, not padding.
-TEST(ProfileTest, AnInterruptedIpAtAFunctionsStartIsThatFunctionsNotItsPadding) {
-  constexpr uint64_t kText = 0xffffffff81000000;
-  TempDir dir;
+// Where the kernel's symbols come from in the tests below: its notes
+// (build-id v3) and `kallsyms`, in `dir`.
+SymbolSearch KernelSymbols(const TempDir& dir, const std::string& kallsyms) {
   SymbolSearch s;
   s.debug_dir = "";
   s.kernel_notes = dir.File("notes");
   s.kallsyms = dir.File("kallsyms");
   s.modules_dir = "";
   testing::WriteFile(s.kernel_notes, testing::BuildIdNotes(Id(kIdV3)));
-  testing::WriteFile(s.kallsyms, fmt::format("{:016x} T _stext\n{:016x} T _text\n"
-                                             "{:016x} T caller_fn\n"
-                                             "{:016x} t __pfx_entered_fn\n{:016x} T entered_fn\n"
-                                             "{:016x} T noreturn_caller\n{:016x} T next_fn\n"
-                                             "{:016x} T irq_entry\n{:016x} T leaf_fn\n"
-                                             "{:016x} T _etext\n",
-                                             kText, kText, kText + 0x100, kText + 0x1f0,
-                                             kText + 0x200, kText + 0x300, kText + 0x400,
-                                             kText + 0x480, kText + 0x500, kText + 0x2000));
+  testing::WriteFile(s.kallsyms, kallsyms);
+  return s;
+}
+
+TEST(ProfileTest, AnInterruptedIpAtAFunctionsStartIsThatFunctionsNotItsPadding) {
+  constexpr uint64_t kText = 0xffffffff81000000;
+  TempDir dir;
+  const SymbolSearch s = KernelSymbols(
+      dir, fmt::format("{:016x} T _stext\n{:016x} T _text\n"
+                       "{:016x} T caller_fn\n"
+                       "{:016x} t __pfx_entered_fn\n{:016x} T entered_fn\n"
+                       "{:016x} T noreturn_caller\n{:016x} T next_fn\n"
+                       "{:016x} T irq_entry\n{:016x} T leaf_fn\n"
+                       "{:016x} T _etext\n",
+                       kText, kText, kText + 0x100, kText + 0x1f0, kText + 0x200, kText + 0x300,
+                       kText + 0x400, kText + 0x480, kText + 0x500, kText + 0x2000));
   ProfileOptions o;
   o.kernel_build_id = Id(kIdV3);
   o.callchains = true;
@@ -1241,17 +1242,10 @@ TEST(ProfileTest, SourcesComeFromRecordsOverridesAndPerfHeader) {
 TEST(ProfileTest, FrameListsThatNameTheSameLocationsAreOneStack) {
   constexpr uint64_t kText = 0xffffffff81000000;
   TempDir dir;
-  SymbolSearch s;
-  s.debug_dir = "";
-  s.kernel_notes = dir.File("notes");
-  s.kallsyms = dir.File("kallsyms");
-  s.modules_dir = "";
-  testing::WriteFile(s.kernel_notes, testing::BuildIdNotes(Id(kIdV3)));
-  testing::WriteFile(s.kallsyms,
-                     fmt::format("{:016x} T _stext\n{:016x} T _text\n{:016x} t __pfx_entered_fn\n"
-                                 "{:016x} T entered_fn\n{:016x} T leaf_fn\n{:016x} T _etext\n",
-                                 kText, kText, kText + 0x1f0, kText + 0x200, kText + 0x500,
-                                 kText + 0x2000));
+  const SymbolSearch s = KernelSymbols(
+      dir, fmt::format("{:016x} T _stext\n{:016x} T _text\n{:016x} t __pfx_entered_fn\n"
+                       "{:016x} T entered_fn\n{:016x} T leaf_fn\n{:016x} T _etext\n",
+                       kText, kText, kText + 0x1f0, kText + 0x200, kText + 0x500, kText + 0x2000));
   ProfileOptions o;
   o.kernel_build_id = Id(kIdV3);
   o.callchains = true;

@@ -27,13 +27,7 @@ const SampleFormat kFormat{PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
                                PERF_SAMPLE_PERIOD,
                            0, true};
 
-SampleId Sid(uint32_t pid, uint64_t time) {
-  SampleId s;
-  s.has_tid = s.has_time = s.has_cpu = true;
-  s.pid = s.tid = pid;
-  s.time = time;
-  return s;
-}
+using testing::Sid;
 
 MmapRecord MmapOf(uint32_t pid, uint64_t start, const char* id, uint64_t time) {
   MmapRecord m;
