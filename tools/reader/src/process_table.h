@@ -4,7 +4,8 @@
 //  - FORK with pid == ppid creates a thread: it shares its process's address
 //    space.  FORK with pid != ppid creates a process with a copy of the
 //    parent's address space (later mappings in either do not affect the
-//    other; the copy is made when one of them first maps something).  The child inherits the parent thread's command name.
+//    other; the copy is made when one of them first maps something).  The
+//    child inherits the parent thread's command name.
 //  - COMM with the exec bit gives the process a fresh, empty address space
 //    and one thread, tid == pid: an exec by another thread makes it the
 //    leader (de_thread), and its old tid is gone without an EXIT record.
