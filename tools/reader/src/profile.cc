@@ -1072,8 +1072,9 @@ void Profile::BuildFrames(Symbolizer& symbolizer, ReportModel& model) const {
         // module recorded twice at one range with two pgoffs is one
         // mapping, or two written alike would be told apart by the heap).
         const uint64_t file_offset = object->kernel ? 0 : f.map_pgoff;
-        auto [it, inserted] = map_ids.try_emplace(MapKey{object, f.map_start, f.map_end, file_offset},
-                                                  static_cast<uint32_t>(mappings.size()));
+        auto [it, inserted] =
+            map_ids.try_emplace(MapKey{object, f.map_start, f.map_end, file_offset},
+                                static_cast<uint32_t>(mappings.size()));
         if (inserted) {
           FrameMapping m;
           m.start = f.map_start;

@@ -1309,7 +1309,8 @@ TEST(ProfileTest, FrameMappingsWrittenAlikeKeepTheOrderTheyWereRecordedIn) {
   std::vector<std::shared_ptr<const MappedObject>> pool;
   for (uint32_t i = 0; i < kProcesses * kFreedEach; ++i)
     pool.push_back(std::make_shared<const MappedObject>());
-  std::sort(pool.begin(), pool.end(), [](const auto& a, const auto& b) { return a.get() < b.get(); });
+  std::sort(pool.begin(), pool.end(),
+            [](const auto& a, const auto& b) { return a.get() < b.get(); });
   ProfileOptions o;
   o.callchains = true;
   o.sample_frames = true;
