@@ -17,6 +17,8 @@
 
 #include "dso_store.h"
 #include "elf_file.h"
+#include "profile.h"
+#include "record_writer.h"
 #include "fixtures.h"
 #include "symbolizer.h"
 
@@ -368,6 +370,69 @@ TEST_F(LibDebuginfodTest, AServerThatNeverAnswersIsCutAtTheDeadline) {
   // The callback runs at least once a second; libdebuginfod's own timeout
   // would be 90 s.
   EXPECT_LT(took, std::chrono::seconds(10));
+}
+
+// A report's objects are asked for in build-id order, before the rows are
+// built, so that what a server that then fails or runs out of time was
+// asked for is the same in every report of the file.  With --children and
+// no -g the callers live only in the profile's chain table, and they were
+// left to the rows' walk over it, whose order is their objects' addresses:
+// here the objects are recorded in the reverse of build-id order.
+TEST_F(DebuginfodTest, AReportAsksForCallersTooInBuildIdOrder) {
+  DebuginfodFetcher f = Make();
+  const SampleFormat format{PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                                PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN,
+                            0, true};
+  ProfileOptions o;
+  o.controls.children = true;  // and no callchains: the report's rows only
+  Profile p(o);
+  p.SetFormat(format);
+  CommRecord c;
+  c.pid = c.tid = 7;
+  c.comm = "app";
+  c.sample_id = testing::Sid(7, 1);
+  p.Process(EncodeComm(c, format));
+  constexpr uint64_t kLeaf = 0x400000, kCallers = 0x7f0000000000;
+  auto map = [&](uint64_t start, const std::string& path, const char* id, uint64_t time) {
+    MmapRecord m;
+    m.format = id != nullptr ? MmapFormat::kMmap2BuildId : MmapFormat::kMmap2;
+    m.misc = PERF_RECORD_MISC_USER;
+    m.pid = m.tid = 7;
+    m.start = start;
+    m.len = 0x10000;
+    if (id != nullptr) m.build_id = testing::Id(id);
+    m.filename = path;
+    m.sample_id = testing::Sid(7, time);
+    p.Process(EncodeMmap(m, format));
+  };
+  map(kLeaf, "/nonexistent/app", nullptr, 2);  // no build-id: never asked for
+  const char* ids[] = {testing::kIdV3, testing::kIdV2, testing::kIdV1};
+  for (int i = 0; i < 3; ++i)
+    map(kCallers + i * 0x100000, fmt::format("/nonexistent/lib{}.so", i), ids[i], 3 + i);
+  for (int i = 0; i < 3; ++i) {
+    SampleRecord s;
+    s.misc = PERF_RECORD_MISC_USER;
+    s.pid = s.tid = 7;
+    s.ip = kLeaf + 0x10;
+    s.time = 10 + i;
+    s.period = 1;
+    const std::vector<uint64_t> chain{static_cast<uint64_t>(PERF_CONTEXT_USER), s.ip,
+                                      kCallers + i * 0x100000 + 0x20};
+    p.Process(EncodeSample(s, chain, format));
+  }
+  SymbolSearch search;
+  search.debug_dir = "";
+  search.cache_dir = cache_.path();
+  search.debuginfod = &f;
+  DsoStore store(search);
+  Symbolizer sym(store);
+  const ReportModel m = p.BuildReport(sym, "t");
+  EXPECT_EQ(m.samples, 3u);
+  std::vector<std::string> executables;
+  for (const std::string& a : fake_->asked)
+    if (a.starts_with("executable ")) executables.push_back(a.substr(11));
+  EXPECT_EQ(executables,
+            (std::vector<std::string>{testing::kIdV1, testing::kIdV2, testing::kIdV3}));
 }
 
 }  // namespace
