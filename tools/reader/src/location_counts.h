@@ -36,11 +36,11 @@ class LocationCounts {
   // One sample at a location.  Inline: it is on every flat sample's path.
   [[gnu::always_inline]] void Add(uint32_t comm, uint32_t object, uint64_t offset,
                                   uint64_t period = 1) {
-    const uint64_t hash = Hash(comm, object, offset);
+    const uint64_t who = Who(comm, object), hash = Hash(who, offset);
     // Its slot is asked for now, the batch's earlier ones before it: by the
     // time the batch is counted, most have come.
     __builtin_prefetch(slots_.data() + (hash & (slots_.size() - 1)), 1);
-    pending_[pending_size_++] = Pending{object, comm, offset, period, hash};
+    pending_[pending_size_++] = Pending{who, offset, period, hash};
     if (pending_size_ == kBatch) Drain();
   }
 
@@ -50,8 +50,9 @@ class LocationCounts {
   uint32_t AddNow(uint32_t comm, uint32_t object, uint64_t offset, uint64_t period = 1) {
     Drain();
     if ((size_ + 1) * 4 > slots_.size() * 3) Grow(size_ + 1);
-    Slot& s = Find(Hash(comm, object, offset), comm, object, offset);
-    if (s.count == 0) Place(s, comm, object, offset);
+    const uint64_t who = Who(comm, object);
+    Slot& s = Find(slots_.data(), slots_.size() - 1, Hash(who, offset), who, offset);
+    if (s.count == 0) Place(s, who, offset);
     ++s.count;
     s.period += period;
     return ids_[&s - slots_.data()];
@@ -77,7 +78,7 @@ class LocationCounts {
     uint64_t total = 0;
     for (size_t i = 0; i < slots_.size(); ++i) {
       const Slot& s = slots_[i];
-      if (s.count != 0) total += (i - Hash(s.comm, s.object, s.offset)) & mask;
+      if (s.count != 0) total += (i - Hash(s.who, s.offset)) & mask;
     }
     return total;
   }
@@ -88,21 +89,25 @@ class LocationCounts {
   void ForEach(Fn&& fn) const {
     Drain();
     for (const Slot& s : slots_)
-      if (s.count != 0) fn(s.comm, s.object, s.offset, s.count, s.period);
+      if (s.count != 0)
+        fn(static_cast<uint32_t>(s.who), static_cast<uint32_t>(s.who >> 32), s.offset, s.count,
+           s.period);
   }
 
  private:
+  // A location's comm and object in one word (Who()): one compare.
+  static uint64_t Who(uint32_t comm, uint32_t object) {
+    return static_cast<uint64_t>(object) << 32 | comm;
+  }
   struct Slot {
-    uint32_t object;
-    uint32_t comm;
+    uint64_t who;
     uint64_t offset;
     uint64_t count;  // 0: an empty slot (a location is placed with its first sample)
     uint64_t period;
   };
   static_assert(sizeof(Slot) == 32, "a slot must not straddle two cache lines");
   struct Pending {  // one sample
-    uint32_t object;
-    uint32_t comm;
+    uint64_t who;
     uint64_t offset;
     uint64_t period;
     uint64_t hash;
@@ -119,21 +124,23 @@ class LocationCounts {
   // the first would put every comm of its object in one slot; each is
   // xor-ed with a word of this table's random seed_.  Keys are compared
   // in full, so a collision costs a probe, never a wrong count.
-  uint64_t Hash(uint32_t comm, uint32_t object, uint64_t offset) const {
-    return Mum(offset ^ seed_[0], (static_cast<uint64_t>(object) << 32 | comm) ^ seed_[1]);
+  uint64_t Hash(uint64_t who, uint64_t offset) const {
+    return Mum(offset ^ seed_[0], who ^ seed_[1]);
   }
 
-  Slot& Find(uint64_t hash, uint32_t comm, uint32_t object, uint64_t offset) const {
-    const size_t mask = slots_.size() - 1;
+  // The slot of (who, offset) in `slots` (mask + 1 of them), or the empty
+  // one where it goes.  The table is passed in, so that a loop over a
+  // batch loads it once, not after every store to a slot.
+  static Slot& Find(Slot* slots, size_t mask, uint64_t hash, uint64_t who, uint64_t offset) {
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
-      Slot& s = slots_[i];
-      if (s.count == 0 || (s.offset == offset && s.object == object && s.comm == comm)) return s;
+      Slot& s = slots[i];
+      if (s.count == 0 || (s.offset == offset && s.who == who)) return s;
     }
   }
 
   // Makes the empty slot `s` the next location's; its count is still 0.
-  void Place(Slot& s, uint32_t comm, uint32_t object, uint64_t offset) const {
-    s = Slot{object, comm, offset, 0, 0};
+  void Place(Slot& s, uint64_t who, uint64_t offset) const {
+    s = Slot{who, offset, 0, 0};
     const auto at = static_cast<uint32_t>(&s - slots_.data());
     ids_[at] = static_cast<uint32_t>(size_++);
     slot_of_id_.push_back(at);
@@ -150,10 +157,12 @@ class LocationCounts {
     }
     pending_ids_size_ = 0;
     if ((size_ + pending_size_) * 4 > slots_.size() * 3) Grow(size_ + pending_size_);
+    Slot* const slots = slots_.data();
+    const size_t mask = slots_.size() - 1;
     for (size_t i = 0; i < pending_size_; ++i) {
       const Pending& p = pending_[i];
-      Slot& s = Find(p.hash, p.comm, p.object, p.offset);
-      if (s.count == 0) Place(s, p.comm, p.object, p.offset);
+      Slot& s = Find(slots, mask, p.hash, p.who, p.offset);
+      if (s.count == 0) Place(s, p.who, p.offset);
       ++s.count;
       s.period += p.period;
     }
@@ -170,7 +179,7 @@ class LocationCounts {
     for (size_t i = 0; i < old.size(); ++i) {
       const Slot& s = old[i];
       if (s.count == 0) continue;
-      Slot& to = Find(Hash(s.comm, s.object, s.offset), s.comm, s.object, s.offset);
+      Slot& to = Find(slots_.data(), slots_.size() - 1, Hash(s.who, s.offset), s.who, s.offset);
       to = s;
       const auto at = static_cast<uint32_t>(&to - slots_.data());
       ids_[at] = old_ids[i];
