@@ -1,6 +1,7 @@
 #include "enrich.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -24,6 +25,20 @@ Enricher::Enricher(EnrichOptions options, LiveSystem& system, SourceOverrides& o
 void Enricher::OnRecord(Bytes record) {
   perf_event_header h;
   if (!ReadHeader(record, &h)) return;
+  if (h.type == PERF_RECORD_MMAP2 && (h.misc & kMiscMmapBuildId) != 0 &&
+      options_.mode != CaptureMode::kMmap2BuildId) {
+    // Only the mmap2-build-id mode asks for build-ids in MMAP2 records.  A
+    // kernel without the series' first patch sets the bit on the records
+    // of every side-band event served after one that asked (another
+    // capture's, system-wide), over the inode layout: read as a build-id,
+    // maj's low byte is its size and the minor and inode its bytes.  The
+    // record is this event's, laid out as it asked: the bit goes.
+    unflagged_.assign(record.begin(), record.end());
+    h.misc &= static_cast<uint16_t>(~kMiscMmapBuildId);
+    std::memcpy(unflagged_.data() + offsetof(perf_event_header, misc), &h.misc, sizeof(h.misc));
+    record = unflagged_;
+    ++stats_.stray_build_id_bits;
+  }
   if (stamps_ != nullptr &&
       (h.type == PERF_RECORD_COMM || h.type == PERF_RECORD_FORK || h.type == PERF_RECORD_MMAP ||
        h.type == PERF_RECORD_MMAP2 || h.type == kRecordMmap3 || h.type == PERF_RECORD_LOST)) {

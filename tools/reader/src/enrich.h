@@ -74,6 +74,9 @@ struct EnrichStats {
   uint64_t lost_records = 0;     // sum of PERF_RECORD_LOST
   uint64_t filled_build_ids = 0; // build-ids read by us via map_files or the vDSO
   uint64_t fill_failures = 0;    // unreadable (process gone, no permission)
+  // MMAP2 records that said "build-id" to an event that did not ask for one
+  // (see Enricher::OnRecord): read, and handed on, as the inode layout.
+  uint64_t stray_build_id_bits = 0;
   uint64_t synthesized = 0;
   uint64_t perf_map_reads = 0;   // JIT maps read (every version of each)
   uint64_t bpf_programs_read = 0;      // described while loaded
@@ -180,6 +183,7 @@ class Enricher final : public CaptureSink {
   MappedBuildIds ids_;
   CacheFeed cache_;
   EnrichStats stats_;
+  std::vector<uint8_t> unflagged_;  // a record whose stray build-id bit was cleared
   // While existing processes are synthesized: the changes the kernel
   // reported, to time what was read (null otherwise).
   std::unique_ptr<StartupStamps> stamps_;

@@ -358,6 +358,62 @@ TEST_F(EnricherTest, AMappingThatCannotBeReadIsPassedOnWithoutAnIdAndCounted) {
   EXPECT_EQ(enricher_->stats().filled_build_ids, 0u);
 }
 
+// A kernel without the series' first patch sets PERF_RECORD_MISC_MMAP_BUILD_ID
+// on the MMAP2 records of every side-band event served after one that asked
+// for build-ids (another capture's), over the inode layout.  Read by the
+// bit, maj 8 (sd) is an 8-byte "build-id" of the minor and the inode: a
+// wrong id.  Where this capture asked for none, the bit is dropped.
+std::vector<uint8_t> WithStrayBuildIdBit(std::vector<uint8_t> record) {
+  perf_event_header h;
+  std::memcpy(&h, record.data(), sizeof(h));
+  h.misc |= kMiscMmapBuildId;
+  std::memcpy(record.data(), &h, sizeof(h));
+  return record;
+}
+
+TEST_F(EnricherTest, AStrayBuildIdBitOnAnInodeRecordIsDropped) {
+  Make();  // mmap2 mode: no build-ids asked of the kernel; nothing readable
+  const auto plain = EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat);
+  const auto stray = WithStrayBuildIdBit(plain);
+  {
+    // What the bit alone says: a build-id of 8 bytes, which no file has.
+    Record r;
+    ASSERT_EQ(DecodeRecord(stray, SampleLayout(kFormat), &r), DecodeStatus::kOk);
+    EXPECT_EQ(AsMmap(r).format, MmapFormat::kMmap2BuildId);
+    EXPECT_EQ(AsMmap(r).build_id.size(), 8u);
+  }
+  out_.items.clear();
+  enricher_->OnRecord(stray);
+  ASSERT_EQ(out_.items.size(), 1u);
+  EXPECT_EQ(out_.items[0].bytes, plain);  // the inode record, as the event asked
+  EXPECT_EQ(enricher_->stats().stray_build_id_bits, 1u);
+  EXPECT_EQ(enricher_->stats().fill_failures, 1u);  // and its id was looked for
+}
+
+TEST_F(EnricherTest, AStrayBuildIdBitDoesNotKeepTheMappedFilesIdAway) {
+  system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
+  Make();
+  auto out = Feed(WithStrayBuildIdBit(
+      EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat)));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(AsMmap(out[0]).format, MmapFormat::kMmap2BuildId);
+  EXPECT_EQ(AsMmap(out[0]).build_id, Id(kIdV1));
+  EXPECT_EQ(enricher_->stats().filled_build_ids, 1u);
+}
+
+TEST_F(EnricherTest, InMmap2BuildIdModeTheBitIsTheKernelsAndStays) {
+  Make(CaptureMode::kMmap2BuildId);
+  MmapRecord m = KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5);
+  m.format = MmapFormat::kMmap2BuildId;
+  m.build_id = Id(kIdV2);
+  const auto in = EncodeMmap(m, kFormat);
+  out_.items.clear();
+  enricher_->OnRecord(in);
+  ASSERT_EQ(out_.items.size(), 1u);
+  EXPECT_EQ(out_.items[0].bytes, in);
+  EXPECT_EQ(enricher_->stats().stray_build_id_bits, 0u);
+}
+
 // A path replaced by rename() (another inode), and a file rewritten in
 // place (same inode): a later mapping of it must get the new contents' id,
 // though the old one was read (and remembered) first.
