@@ -97,6 +97,14 @@ class DebuginfodTest : public ::testing::Test {
     o.on_warning = [this](const std::string& m) { warnings_.push_back(m); };
     return DebuginfodFetcher(std::move(o), std::move(fake));
   }
+  // Symbols from the build-id cache and `f`: no debug directory.
+  SymbolSearch SearchWith(DebuginfodFetcher& f) {
+    SymbolSearch search;
+    search.debug_dir = "";
+    search.cache_dir = cache_.path();
+    search.debuginfod = &f;
+    return search;
+  }
   TempDir dir_, cache_, served_;
   std::string v1_, v2_;
   FakeTransport* fake_ = nullptr;
@@ -248,10 +256,7 @@ TEST_F(DebuginfodTest, TheStoreAsksOnlyForWhatNoLocalFileHas) {
   // The library's path now holds v2: v2 is local, v1 (replaced) is not.
   const std::string lib = dir_.File("libdemo.so");
   std::filesystem::copy_file(v2_, lib);
-  SymbolSearch search;
-  search.debug_dir = "";
-  search.cache_dir = cache_.path();
-  search.debuginfod = &f;
+  const SymbolSearch search = SearchWith(f);
   DsoStore store(search);
   Symbolizer sym(store);
   MappedObject o1{lib, Id(kIdV1)}, o2{lib, Id(kIdV2)};
@@ -270,10 +275,7 @@ TEST_F(DebuginfodTest, TheStoreRefusesWhatTheServerSendsForAnotherId) {
   DebuginfodFetcher f = Make();
   fake_->replies[{DebuginfodKind::kExecutable, kIdV1}] = {0, v2_};
   fake_->replies[{DebuginfodKind::kDebuginfo, kIdV1}] = {0, v2_};
-  SymbolSearch search;
-  search.debug_dir = "";
-  search.cache_dir = cache_.path();
-  search.debuginfod = &f;
+  const SymbolSearch search = SearchWith(f);
   DsoStore store(search);
   Symbolizer sym(store);
   MappedObject o1{dir_.File("gone.so"), Id(kIdV1)};
@@ -293,10 +295,7 @@ TEST_F(DebuginfodTest, AStrippedImageFromTheServerIsCompletedByItsDebuginfo) {
   DebuginfodFetcher f = Make();
   fake_->replies[{DebuginfodKind::kExecutable, kIdV1}] = {0, stripped};
   fake_->replies[{DebuginfodKind::kDebuginfo, kIdV1}] = {0, full};
-  SymbolSearch search;
-  search.debug_dir = "";
-  search.cache_dir = cache_.path();
-  search.debuginfod = &f;
+  const SymbolSearch search = SearchWith(f);
   DsoStore store(search);
   Symbolizer sym(store);
   MappedObject o{dir_.File("gone.so"), Id(kIdV1)};
@@ -420,10 +419,7 @@ TEST_F(DebuginfodTest, AReportAsksForCallersTooInBuildIdOrder) {
                                       kCallers + i * 0x100000 + 0x20};
     p.Process(EncodeSample(s, chain, format));
   }
-  SymbolSearch search;
-  search.debug_dir = "";
-  search.cache_dir = cache_.path();
-  search.debuginfod = &f;
+  const SymbolSearch search = SearchWith(f);
   DsoStore store(search);
   Symbolizer sym(store);
   const ReportModel m = p.BuildReport(sym, "t");
