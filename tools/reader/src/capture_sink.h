@@ -28,6 +28,9 @@ struct CaptureStats {
   uint64_t wakeups = 0;
   uint64_t filled_build_ids = 0; // build-ids read by us via map_files
   uint64_t fill_failures = 0;    // map_files unreadable (process gone, no permission)
+  // MMAP2 records with PERF_RECORD_MISC_MMAP_BUILD_ID set over the inode
+  // layout, from an event that asked for no build-ids (EnrichStats).
+  uint64_t stray_build_id_bits = 0;
   uint64_t synthesized = 0;
   uint64_t control_unknown = 0;  // --control lines that were no command we know
   uint64_t module_loads = 0;         // reported by the kernel (MMAP3 ABI version 2)

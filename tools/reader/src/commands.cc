@@ -114,7 +114,8 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
                {"lost_records", s.lost_records},
                {"bad_size", s.bad_size},
                {"filled_build_ids", s.filled_build_ids},
-               {"fill_failures", s.fill_failures}};
+               {"fill_failures", s.fill_failures},
+               {"stray_build_id_bits", s.stray_build_id_bits}};
   json changed = json::array();
   for (const KernelModuleMapping& m : s.changed_kernel_modules)
     changed.push_back({{"path", m.path}, {"start", m.start}});

@@ -456,6 +456,12 @@ int Main(int argc, char** argv) {
                  CaptureModeName(r.mode), r.mode_reason.empty() ? "" : " (" + r.mode_reason + ")",
                  r.stats.samples, r.stats.mmaps, r.stats.filled_build_ids, r.stats.fill_failures,
                  r.stats.lost_records);
+      if (r.stats.stray_build_id_bits != 0)
+        fmt::print(stderr,
+                   "[ mmap3-reader: {} MMAP2 records said \"build-id\" over the inode layout (a "
+                   "kernel without the MMAP3 series' first patch, beside another capture with "
+                   "build-ids): read as laid out ]\n",
+                   r.stats.stray_build_id_bits);
       if (!ro.cache_dir.empty()) fmt::print(stderr, "{}", CacheSummary(ro.cache_dir, r.cache));
       if (!output.empty())
         fmt::print(stderr, "[ wrote {}: {} records ({} drained from the ring buffers), {} bytes ]\n",
