@@ -26,13 +26,14 @@ void Enricher::OnRecord(Bytes record) {
   perf_event_header h;
   if (!ReadHeader(record, &h)) return;
   if (h.type == PERF_RECORD_MMAP2 && (h.misc & kMiscMmapBuildId) != 0 &&
-      options_.mode != CaptureMode::kMmap2BuildId) {
-    // Only the mmap2-build-id mode asks for build-ids in MMAP2 records.  A
-    // kernel without the series' first patch sets the bit on the records
-    // of every side-band event served after one that asked (another
-    // capture's, system-wide), over the inode layout: read as a build-id,
-    // maj's low byte is its size and the minor and inode its bytes.  The
-    // record is this event's, laid out as it asked: the bit goes.
+      options_.mode == CaptureMode::kMmap2) {
+    // The mmap2 mode asks for no build-ids (the mmap3 mode gets MMAP3
+    // records, and needs a kernel with the series).  A kernel without the
+    // series' first patch sets the bit on the records of every side-band
+    // event served after one that asked (another capture's, system-wide),
+    // over the inode layout: read as a build-id, maj's low byte is its
+    // size and the minor and inode its bytes.  The record is this event's,
+    // laid out as it asked: the bit goes.
     unflagged_.assign(record.begin(), record.end());
     h.misc &= static_cast<uint16_t>(~kMiscMmapBuildId);
     std::memcpy(unflagged_.data() + offsetof(perf_event_header, misc), &h.misc, sizeof(h.misc));

@@ -568,8 +568,9 @@ TEST_F(EnricherTest, AFilledFileGoesToTheBuildIdCacheFromItsMapping) {
 // JIT maps (/tmp/perf-PID.map) of processes with anonymous executable memory.
 class PerfMapWatchTest : public EnricherTest {
  protected:
-  void MakeWatching() {
+  void MakeWatching(CaptureMode mode = CaptureMode::kMmap2) {
     EnrichOptions o;
+    o.mode = mode;
     o.format = kFormat;
     o.perf_maps = &maps_;
     enricher_ = std::make_unique<Enricher>(o, system_, overrides_, out_);
@@ -671,7 +672,7 @@ TEST_F(PerfMapWatchTest, TakenAtExitOrAtTheEnd) {
 
 TEST_F(PerfMapWatchTest, FileBackedMappingsAndMappingsWithABuildIdAreNotWatched) {
   system_.mapped[{kPid, kLibStart}] = Fixture("v1.so");
-  MakeWatching();
+  MakeWatching(CaptureMode::kMmap2BuildId);  // where the kernel's MMAP2 has build-ids
   Feed(EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5), kFormat));
   MmapRecord memfd_elf = KernelMmap2(kPid + 1, 0x10000, 0x11000, "/memfd:elf (deleted)", 5);
   memfd_elf.format = MmapFormat::kMmap2BuildId;
