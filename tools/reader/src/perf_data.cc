@@ -378,12 +378,17 @@ Status PerfDataReader::Parse() {
 Result<FileFormats> FileFormats::Create(const std::vector<PerfFileAttr>& attrs) {
   FileFormats f;
   if (attrs.empty()) return Status::Failure("no event attributes");
+  // Whether an event asked for build-ids in MMAP2, for the whole file: the
+  // one that asks is the one with the mapping records (perf's tracking
+  // event).
+  const bool build_ids = std::any_of(attrs.begin(), attrs.end(),
+                                     [](const PerfFileAttr& a) { return a.attr.build_id != 0; });
   const perf_event_attr& a0 = attrs[0].attr;
-  f.first_ = SampleLayout({a0.sample_type, a0.read_format, a0.sample_id_all != 0});
+  f.first_ = SampleLayout({a0.sample_type, a0.read_format, a0.sample_id_all != 0, build_ids});
   const SampleFormat& first = f.first_.format;
   bool identified = true;
   for (const PerfFileAttr& a : attrs) {
-    SampleFormat g{a.attr.sample_type, a.attr.read_format, a.attr.sample_id_all != 0};
+    SampleFormat g{a.attr.sample_type, a.attr.read_format, a.attr.sample_id_all != 0, build_ids};
     if (g.sample_type != first.sample_type || g.read_format != first.read_format ||
         g.sample_id_all != first.sample_id_all)
       f.uniform_ = false;

@@ -364,6 +364,7 @@ void Profile::OnKernelMmap(const MmapRecord& m) {
 }
 
 void Profile::OnMmap(const MmapRecord& m) {
+  if (m.stray_build_id_bit) ++stray_build_id_bits_;
   if (m.pid == kKernelPid) {
     OnKernelMmap(m);
     return;
@@ -742,6 +743,7 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   model.lost_records = lost_records_;
   model.lost_samples = lost_samples_;
   model.bad_records = bad_records_;
+  model.stray_build_id_bits = stray_build_id_bits_;
   model.changed_kernel_modules = changed_module_paths_;
   model.events = options_.events;
   for (size_t e = 0; e < model.events.size(); ++e) {

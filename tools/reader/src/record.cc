@@ -90,6 +90,24 @@ bool ReadString(const uint8_t* p, const uint8_t* end, std::string_view* out) {
   return true;
 }
 
+// Whether MMAP2's build-id union (size, 3 reserved bytes, 20 bytes) holds
+// one as its writers write it: a size of 1 to 20 and the reserved bytes 0
+// (the kernel and perf zero them).  The kernel also zeroes the bytes after
+// a shorter id; perf's synthesized records (`perf record --buildid-mmap`)
+// may not, so those are checked only where no event asked for build-ids.
+// An inode layout under the bit: maj 259 (NVMe) fails on a reserved byte,
+// maj 8 (sd: an 8-byte "id" of minor and inode) on its inode's high half
+// or its ino_generation.  One with maj <= 20, an inode below 2^32 and
+// ino_generation 0 passes; so does any when some event asked.
+bool HoldsBuildId(const uint8_t* raw, bool asked) {
+  const uint8_t size = raw[0];
+  if (size == 0 || size > BuildId::kMaxSize || (raw[1] | raw[2] | raw[3]) != 0) return false;
+  if (asked) return true;
+  for (size_t i = 4 + size; i < 4 + BuildId::kMaxSize; ++i)
+    if (raw[i] != 0) return false;
+  return true;
+}
+
 // maj, min, ino, ino_generation: MMAP2 without a build ID, and MMAP3.
 void ReadInodeIdentity(Cursor& c, MmapRecord& m) {
   m.has_inode = true;
@@ -115,13 +133,26 @@ DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleLay
     m.format = MmapFormat::kMmap;
   } else if (h.type == PERF_RECORD_MMAP2) {
     if (h.misc & kMiscMmapBuildId) {
-      m.format = MmapFormat::kMmap2BuildId;
-      uint8_t size = c.Read<uint8_t>();
-      c.Skip(3);
-      uint8_t id[BuildId::kMaxSize];
-      for (auto& b : id) b = c.Read<uint8_t>();
-      if (size > BuildId::kMaxSize) return DecodeStatus::kMalformed;
-      m.build_id = BuildId(id, size);
+      // size, 3 reserved bytes, 20 of build-id: as long as the inode
+      // layout (maj, min, ino, ino_generation), which it stands in for.
+      uint8_t raw[4 + BuildId::kMaxSize];
+      for (auto& b : raw) b = c.Read<uint8_t>();
+      if (HoldsBuildId(raw, f.format.mmap_build_ids)) {
+        m.format = MmapFormat::kMmap2BuildId;
+        m.build_id = BuildId(raw + 4, raw[0]);
+      } else {
+        // The bit over bytes no writer of build-ids leaves: a kernel
+        // without the series' first patch sets it on the records of an
+        // event that did not ask, after another event that did (see
+        // Enricher::OnRecord).  They are the inode layout.
+        m.format = MmapFormat::kMmap2;
+        m.stray_build_id_bit = true;
+        m.has_inode = true;
+        std::memcpy(&m.maj, raw, sizeof(m.maj));
+        std::memcpy(&m.min, raw + 4, sizeof(m.min));
+        std::memcpy(&m.ino, raw + 8, sizeof(m.ino));
+        std::memcpy(&m.ino_generation, raw + 16, sizeof(m.ino_generation));
+      }
     } else {
       m.format = MmapFormat::kMmap2;
       ReadInodeIdentity(c, m);

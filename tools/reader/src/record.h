@@ -39,6 +39,10 @@ struct SampleFormat {
   uint64_t sample_type = 0;
   uint64_t read_format = 0;
   bool sample_id_all = false;
+  // Some event of the capture asked for build-ids in MMAP2 (attr.build_id):
+  // an MMAP2 record's build-id bit is then checked less strictly (see
+  // DecodeMmap).  Of the whole capture, not of one event.
+  bool mmap_build_ids = false;
 };
 
 // Where each field lies, for one SampleFormat: in a PERF_RECORD_SAMPLE, and
@@ -118,6 +122,9 @@ struct MmapRecord {
   uint16_t mmap3_flags = 0;
   std::string_view filename;
   SampleId sample_id;
+  // MMAP2: PERF_RECORD_MISC_MMAP_BUILD_ID was set over bytes that are not a
+  // build-id; read as the inode layout (format kMmap2).
+  bool stray_build_id_bit = false;
 };
 
 struct CommRecord {

@@ -66,6 +66,13 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
         "of time order",
         m.late_records));
   }
+  if (m.stray_build_id_bits != 0) {
+    notes.push_back(fmt::format(
+        "{} MMAP2 records said \"build-id\" over bytes that are not one (a kernel without the "
+        "MMAP3 series' first patch, beside another capture with build-ids): read as inode "
+        "identity, with no build-id",
+        m.stray_build_id_bits));
+  }
   std::string sources;
   for (int i = 0; i < kBuildIdSourceCount; ++i) {
     if (m.mappings_by_source[i] == 0) continue;
@@ -416,6 +423,7 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"event_lost", m.event_lost < 0 ? json(nullptr) : json(m.event_lost)},
                 {"bad_records", m.bad_records},
                 {"late_records", m.late_records},
+                {"stray_build_id_bits", m.stray_build_id_bits},
                 {"startup", m.startup ? json{{"processes", m.startup->processes},
                                              {"seconds", m.startup->seconds},
                                              {"records_drained", m.startup->records_drained},

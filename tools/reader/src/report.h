@@ -12,6 +12,8 @@
 //     "bad_records": N,
 //     "late_records": N   (records older than one already attributed:
 //                          applied out of time order),
+//     "stray_build_id_bits": N   (MMAP2 records whose build-id bit was over
+//                          the inode layout: read as inode identity),
 //     "startup": {"processes": N, "seconds": F, "records_drained": N,
 //                 "changed_during_read": N} | null
 //                (-a and -p; null for a command, perf's files, older files),
@@ -301,6 +303,9 @@ struct ReportModel {
   // was broken for them (see RecordSorter::late()), so they were applied
   // out of order (a late mapping misses the samples before it).
   uint64_t late_records = 0;
+  // MMAP2 records that set the build-id bit over the inode layout (a kernel
+  // without the MMAP3 series' first patch), read as inode identity.
+  uint64_t stray_build_id_bits = 0;
   std::optional<StartupStats> startup;  // unknown for perf's files
   // Modules whose range held other code by the end of the capture (another
   // module, another build, BPF): their samples are [unknown].  Paths.

@@ -125,6 +125,55 @@ TEST(RunReportTest, ReplaysAFileInTimestampOrderAcrossRounds) {
   EXPECT_EQ(m->event_lost, 0);
 }
 
+TEST(RunReportTest, AStrayBuildIdBitInAPerfFileGivesNoId) {
+  // perf record (no build-ids asked) on a kernel without the series' first
+  // patch, beside another capture that asked: the kernel set the build-id
+  // bit on perf's MMAP2 records, over a disk of major 8.  Read by the bit,
+  // the library's "id" would be its minor and inode, which no file has.
+  TempDir dir;
+  const std::string file = dir.File("perf.data");
+  MmapRecord lib;
+  lib.format = MmapFormat::kMmap2;
+  lib.pid = lib.tid = 5;
+  lib.start = 0x10000000;
+  lib.len = 0x100000;
+  lib.maj = 8;
+  lib.min = 3;
+  lib.ino = 0x1234;
+  lib.ino_generation = 0x9abc;
+  lib.filename = "/nonexistent/libstray.so";
+  lib.sample_id = Sid(5, 20);
+  std::vector<uint8_t> stray = EncodeMmap(lib, kFormat);
+  const uint16_t misc = PERF_RECORD_MISC_USER | kMiscMmapBuildId;
+  std::memcpy(stray.data() + offsetof(perf_event_header, misc), &misc, sizeof(misc));
+  {
+    auto w = PerfDataWriter::Create(file, {Attr()});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Write(Comm(5, "app", 10)).ok());
+    ASSERT_TRUE(w->Write(stray).ok());
+    ASSERT_TRUE(w->Write(Sample(5, 0x10000100, 30)).ok());
+    ASSERT_TRUE(w->Finish({}, "").ok());
+  }
+  ReportOptions o;
+  o.input = file;
+  auto m = RunReport(o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->bad_records, 0u);
+  EXPECT_EQ(m->stray_build_id_bits, 1u);
+  const ReportRow* row = RowFor(*m, "app");
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->path, "/nonexistent/libstray.so");
+  EXPECT_TRUE(row->build_id.empty()) << row->build_id.Hex();
+  std::ostringstream text;
+  WriteTextReport(*m, text);
+  EXPECT_NE(text.str().find("1 MMAP2 records said \"build-id\" over bytes that are not one"),
+            std::string::npos)
+      << text.str();
+  std::ostringstream json;
+  WriteJsonReport(*m, json);
+  EXPECT_NE(json.str().find("\"stray_build_id_bits\": 1"), std::string::npos) << json.str();
+}
+
 TEST(RunReportTest, LateRecordsAreReported) {
   // A record older than what was already attributed: the file's rounds
   // broke time order for it.

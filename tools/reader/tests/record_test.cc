@@ -1,5 +1,6 @@
 #include "record.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -122,11 +123,88 @@ TEST(RecordTest, DecodesMmap2BuildIdVariantByMiscBit) {
   EXPECT_EQ(m.filename, "/usr/lib/libfoo.so");
 }
 
-TEST(RecordTest, Mmap2BuildIdSizeOver20IsMalformed) {
-  MmapRecord in = SampleMmap(MmapFormat::kMmap2BuildId);
+// An MMAP2 record in the inode layout with PERF_RECORD_MISC_MMAP_BUILD_ID
+// set, as a kernel without the series' first patch writes it for an event
+// that did not ask for build-ids.
+std::vector<uint8_t> StrayBitMmap2(uint32_t maj, uint64_t ino, uint64_t ino_generation) {
+  MmapRecord in = SampleMmap(MmapFormat::kMmap2);
+  in.maj = maj;
+  in.ino = ino;
+  in.ino_generation = ino_generation;
   auto bytes = EncodeMmap(in, kFormat);
-  bytes[sizeof(perf_event_header) + 32] = 21;  // build_id_size
-  EXPECT_EQ(StatusOf(bytes), DecodeStatus::kMalformed);
+  const uint16_t misc = in.misc | kMiscMmapBuildId;
+  std::memcpy(bytes.data() + offsetof(perf_event_header, misc), &misc, sizeof(misc));
+  return bytes;
+}
+
+void ExpectReadAsInode(const MmapRecord& m, uint32_t maj, uint64_t ino, uint64_t ino_generation) {
+  EXPECT_EQ(m.format, MmapFormat::kMmap2);
+  EXPECT_TRUE(m.stray_build_id_bit);
+  EXPECT_TRUE(m.build_id.empty()) << m.build_id.Hex();
+  EXPECT_TRUE(m.has_inode);
+  EXPECT_EQ(m.maj, maj);
+  EXPECT_EQ(m.min, 1u);
+  EXPECT_EQ(m.ino, ino);
+  EXPECT_EQ(m.ino_generation, ino_generation);
+  EXPECT_EQ(m.prot, 5u);
+  EXPECT_EQ(m.filename, "/usr/lib/libfoo.so");
+}
+
+TEST(RecordTest, AStrayBuildIdBitOverTheInodeLayoutIsReadAsInode) {
+  SampleFormat asked = kFormat;
+  asked.mmap_build_ids = true;
+  for (const SampleFormat& f : {kFormat, asked}) {
+    SCOPED_TRACE(f.mmap_build_ids ? "an event asked for build-ids" : "none asked");
+    // maj 254 (device mapper): a "size" of 254.
+    ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(254, 123456, 7), f), 254, 123456, 7);
+    // maj 259 (NVMe partitions): size 3, a reserved byte of 1.
+    ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(259, 123456, 7), f), 259, 123456, 7);
+    // maj 256: size 0.
+    ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(256, 9, 0), f), 256, 9, 0);
+  }
+  // maj 8 (sd): 8 bytes of minor and inode would pass as a build-id.  Where
+  // no event asked for build-ids, what follows them (the inode's high half,
+  // ino_generation) is not the zeroes that follow a kernel's 8-byte id.
+  ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(8, 123456, 7)), 8, 123456, 7);
+  ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(8, uint64_t{5} << 32, 0)), 8,
+                    uint64_t{5} << 32, 0);
+  // Where one did (perf's own synthesized records may leave bytes after a
+  // short id), such a record is read as an id: the kernel sets the bit
+  // stray only where no event of the capture asked.
+  const MmapRecord m = DecodeAs<MmapRecord>(StrayBitMmap2(8, 123456, 7), asked);
+  EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
+  EXPECT_EQ(m.build_id.size(), 8u);
+  EXPECT_FALSE(m.stray_build_id_bit);
+}
+
+TEST(RecordTest, BuildIdsOfEveryLengthAreReadAsIds) {
+  SampleFormat asked = kFormat;
+  asked.mmap_build_ids = true;
+  for (const SampleFormat& f : {kFormat, asked}) {
+    for (size_t size : {size_t{1}, size_t{8}, size_t{16}, size_t{20}}) {
+      SCOPED_TRACE(fmt::format("{} bytes, asked {}", size, f.mmap_build_ids));
+      MmapRecord in = SampleMmap(MmapFormat::kMmap2BuildId);
+      uint8_t id[BuildId::kMaxSize];
+      for (size_t i = 0; i < size; ++i) id[i] = static_cast<uint8_t>(0xf0 - i);
+      in.build_id = BuildId(id, size);
+      const MmapRecord m = DecodeAs<MmapRecord>(EncodeMmap(in, f), f);
+      EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
+      EXPECT_EQ(m.build_id, BuildId(id, size));
+      EXPECT_FALSE(m.stray_build_id_bit);
+      EXPECT_FALSE(m.has_inode);
+    }
+  }
+  // A short id with bytes after it, as perf's synthesized records can have
+  // them: an id where an event asked for build-ids, not one where none did.
+  MmapRecord in = SampleMmap(MmapFormat::kMmap2BuildId);
+  const uint8_t id[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  in.build_id = BuildId(id, 8);
+  auto bytes = EncodeMmap(in, kFormat);
+  bytes[sizeof(perf_event_header) + 32 + 4 + 12] = 0x5a;  // id[12]
+  const MmapRecord m = DecodeAs<MmapRecord>(bytes, asked);
+  EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
+  EXPECT_EQ(m.build_id, BuildId(id, 8));
+  EXPECT_TRUE(DecodeAs<MmapRecord>(bytes).stray_build_id_bit);
 }
 
 // Builds an MMAP3 record straight from the uapi struct, independent of our
