@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/bpf.h>
 #include <linux/magic.h>
 #include <poll.h>
 #include <pthread.h>
@@ -936,6 +937,89 @@ TEST_F(mmap3, mmap2_build_id_misc_bit_stays_with_its_event)
 	if (leaked && self->ev.fd < 0)
 		SKIP(return, "this kernel (no MMAP3 series) has the bug: an MMAP2 record without a build ID claims one");
 	ASSERT_EQ(0, leaked);
+}
+
+/* A BPF socket filter that returns 0, or -errno */
+static int load_bpf_prog(void)
+{
+	struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	union bpf_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_type = BPF_PROG_TYPE_SOCKET_FILTER;
+	attr.insns = (uintptr_t)insns;
+	attr.insn_cnt = ARRAY_SIZE(insns);
+	attr.license = (uintptr_t)"GPL";
+	fd = syscall(__NR_bpf, BPF_PROG_LOAD, &attr, sizeof(attr));
+	return fd < 0 ? -errno : fd;
+}
+
+/*
+ * Two events on one task that follow BPF programs: the kernel writes each
+ * KSYMBOL and BPF_EVENT record into them in turn, and on 6.1.192 (and
+ * 6.18) grows the shared header by each event's sample_id without
+ * restoring it, so the second event's records are longer than what is
+ * written in them and a tool reads their sample_id from the ring buffer's
+ * old bytes.  Fixed by the series' second patch.
+ */
+TEST_F(mmap3, ksymbol_and_bpf_event_sizes_stay_with_their_event)
+{
+	struct rec_list recs[2] = { { 0 }, { 0 } };
+	size_t ksymbols[2] = { 0 }, loads[2] = { 0 }, grown = 0;
+	struct mmap3_event ev[2];
+	int i, prog;
+	size_t k;
+
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, mmap3_open(&ev[i], 0, -1, EV_BPF, RING_PAGES));
+	prog = load_bpf_prog();
+	if (prog < 0) {
+		mmap3_close(&ev[0]);
+		mmap3_close(&ev[1]);
+		SKIP(return, "no BPF program can be loaded here: %s", strerror(-prog));
+	}
+	close(prog);
+	for (i = 0; i < 2; i++) {
+		mmap3_collect(&ev[i], &recs[i]);
+		for (k = 0; k < recs[i].n; k++) {
+			const struct perf_event_header *h = recs[i].v[k].hdr;
+			/* the header, then 16 bytes; KSYMBOL's name, padded */
+			size_t body = sizeof(*h) + 16;
+
+			if (h->type == PERF_RECORD_KSYMBOL) {
+				const char *name = (const char *)h + body;
+
+				ASSERT_LT(body, h->size);
+				body += (strnlen(name, h->size - body) + 8) & ~7UL;
+				ksymbols[i]++;
+			} else if (h->type == PERF_RECORD_BPF_EVENT) {
+				loads[i]++;
+			} else {
+				continue;
+			}
+			ASSERT_LE(body + MMAP3_SAMPLE_ID_SIZE, h->size);
+			if (h->size != body + MMAP3_SAMPLE_ID_SIZE) {
+				TH_LOG("event %d: a record of type %u is %u bytes, %zu written",
+				       i, h->type, h->size, body + MMAP3_SAMPLE_ID_SIZE);
+				grown++;
+			}
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		rec_list_free(&recs[i]);
+		mmap3_close(&ev[i]);
+	}
+	if (grown && self->ev.fd < 0)
+		SKIP(return, "this kernel (no MMAP3 series) has the bug: records longer than written");
+	ASSERT_EQ(0, grown);
+	ASSERT_LE(1, ksymbols[0]);
+	ASSERT_EQ(ksymbols[0], ksymbols[1]);
+	ASSERT_LE(1, loads[0]);
+	ASSERT_EQ(loads[0], loads[1]);
 }
 
 TEST_F(mmap3, reserved_bits_beside_mmap3_rejected)

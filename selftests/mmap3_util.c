@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #define SAMPLE_TYPE	(PERF_SAMPLE_TID | PERF_SAMPLE_TIME)
-#define SAMPLE_ID_SIZE	16	/* the sample_id_all trailer for SAMPLE_TYPE */
+#define SAMPLE_ID_SIZE	MMAP3_SAMPLE_ID_SIZE	/* the trailer for SAMPLE_TYPE */
 
 bool mmap3_supported(void)
 {
@@ -50,6 +50,8 @@ int mmap3_open_fd(pid_t pid, int cpu, unsigned int flags)
 	attr.inherit = !!(flags & EV_INHERIT);
 	attr.disabled = !!(flags & EV_DISABLED);
 	attr.enable_on_exec = !!(flags & EV_ENABLE_ON_EXEC);
+	attr.ksymbol = !!(flags & EV_BPF);
+	attr.bpf_event = !!(flags & EV_BPF);
 	if (flags & EV_MMAP3)
 		perf_mmap3_attr_set(&attr);
 

@@ -29,7 +29,11 @@ enum {
 	EV_INHERIT	= 1 << 5,
 	EV_DISABLED	= 1 << 6,
 	EV_ENABLE_ON_EXEC = 1 << 7,
+	EV_BPF		= 1 << 8,	/* attr.ksymbol and attr.bpf_event */
 };
+
+/* The sample_id_all trailer of every event mmap3_open() opens */
+#define MMAP3_SAMPLE_ID_SIZE	16
 
 struct mmap3_event {
 	int fd;
