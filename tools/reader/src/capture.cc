@@ -160,6 +160,7 @@ void Capture::CollectStats(const Enricher& enricher) {
   stats_.filled_build_ids = e.filled_build_ids;
   stats_.fill_failures = e.fill_failures;
   stats_.stray_build_id_bits = e.stray_build_id_bits;
+  stats_.oversized_sideband = e.oversized_sideband;
   stats_.synthesized = e.synthesized;
   stats_.startup = e.startup;
   stats_.changed_kernel_modules = e.changed_kernel_modules;

@@ -31,6 +31,9 @@ struct CaptureStats {
   // MMAP2 records with PERF_RECORD_MISC_MMAP_BUILD_ID set over the inode
   // layout, from an event that asked for no build-ids (EnrichStats).
   uint64_t stray_build_id_bits = 0;
+  // KSYMBOL and BPF_EVENT records longer than their contents, cut to them
+  // (EnrichStats).
+  uint64_t oversized_sideband = 0;
   uint64_t synthesized = 0;
   uint64_t control_unknown = 0;  // --control lines that were no command we know
   uint64_t module_loads = 0;         // reported by the kernel (MMAP3 ABI version 2)

@@ -115,7 +115,8 @@ json MetaJson(const Capture& capture, const SourceOverrides& overrides) {
                {"bad_size", s.bad_size},
                {"filled_build_ids", s.filled_build_ids},
                {"fill_failures", s.fill_failures},
-               {"stray_build_id_bits", s.stray_build_id_bits}};
+               {"stray_build_id_bits", s.stray_build_id_bits},
+               {"oversized_sideband", s.oversized_sideband}};
   json changed = json::array();
   for (const KernelModuleMapping& m : s.changed_kernel_modules)
     changed.push_back({{"path", m.path}, {"start", m.start}});
@@ -444,6 +445,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   SourceOverrides overrides;
   int64_t event_lost = -1;
   uint64_t ring_bad = 0;
+  uint64_t cut_sideband = 0;  // oversized KSYMBOL/BPF_EVENT records record cut
   std::optional<StartupStats> startup;
   std::vector<KernelModuleMapping> changed_modules;
   PerfMaps perf_maps;
@@ -463,6 +465,8 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
         event_lost = e->get<int64_t>();
       if (const json* b = field(meta, "bad_size"); b && b->is_number_unsigned())
         ring_bad = b->get<uint64_t>();
+      if (const json* o = field(meta, "oversized_sideband"); o && o->is_number_unsigned())
+        cut_sideband = o->get<uint64_t>();
       if (const json* s = field(meta, "startup"); s && s->is_object()) {
         const json* n = field(*s, "processes");
         const json* secs = field(*s, "seconds");
@@ -722,6 +726,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   }
   model.unsampled_events = std::move(unsampled);
   model.bad_records += framing_errors + ring_bad;
+  model.oversized_sideband += cut_sideband;
   model.late_records = sorter.late();
   model.event_lost = event_lost;
   model.startup = startup;
@@ -762,7 +767,20 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
     perf_event_header h;
     ReadHeader(rec, &h);
     if (h.type != kRecordMmap3) {
-      status = writer.Write(rec);
+      // perf takes a record's trailer from its end: one the kernel made
+      // longer than its contents (see SampleIdOffset()) goes without the
+      // bytes after its trailer, which a capture older than record's cut
+      // holds.
+      const size_t body_end = SideBandBodyEnd(rec);
+      const size_t end = body_end + formats->For(rec).trailer_size;
+      if (body_end != 0 && end < rec.size()) {
+        out.assign(rec.begin(), rec.begin() + static_cast<ptrdiff_t>(end));
+        const uint16_t size = static_cast<uint16_t>(end);
+        std::memcpy(out.data() + offsetof(perf_event_header, size), &size, sizeof(size));
+        status = writer.Write(out);
+      } else {
+        status = writer.Write(rec);
+      }
       ++result.records;
       return;
     }

@@ -77,6 +77,9 @@ struct EnrichStats {
   // MMAP2 records that said "build-id" to an event that did not ask for one
   // (see Enricher::OnRecord): read, and handed on, as the inode layout.
   uint64_t stray_build_id_bits = 0;
+  // KSYMBOL and BPF_EVENT records longer than their contents (see
+  // SampleIdOffset()): handed on without the bytes after their trailer.
+  uint64_t oversized_sideband = 0;
   uint64_t synthesized = 0;
   uint64_t perf_map_reads = 0;   // JIT maps read (every version of each)
   uint64_t bpf_programs_read = 0;      // described while loaded
@@ -183,7 +186,9 @@ class Enricher final : public CaptureSink {
   MappedBuildIds ids_;
   CacheFeed cache_;
   EnrichStats stats_;
-  std::vector<uint8_t> unflagged_;  // a record whose stray build-id bit was cleared
+  // A record as handed on after a repair: its stray build-id bit cleared,
+  // or the bytes after its trailer cut off.
+  std::vector<uint8_t> rewritten_;
   // While existing processes are synthesized: the changes the kernel
   // reported, to time what was read (null otherwise).
   std::unique_ptr<StartupStamps> stamps_;

@@ -462,6 +462,12 @@ int Main(int argc, char** argv) {
                    "kernel without the MMAP3 series' first patch, beside another capture with "
                    "build-ids): read as laid out ]\n",
                    r.stats.stray_build_id_bits);
+      if (r.stats.oversized_sideband != 0)
+        fmt::print(stderr,
+                   "[ mmap3-reader: {} KSYMBOL/BPF_EVENT records were longer than their contents "
+                   "(the kernel grows them for each capture that follows BPF programs): cut to "
+                   "them ]\n",
+                   r.stats.oversized_sideband);
       if (!ro.cache_dir.empty()) fmt::print(stderr, "{}", CacheSummary(ro.cache_dir, r.cache));
       if (!output.empty())
         fmt::print(stderr, "[ wrote {}: {} records ({} drained from the ring buffers), {} bytes ]\n",

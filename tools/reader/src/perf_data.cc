@@ -394,6 +394,9 @@ Result<FileFormats> FileFormats::Create(const std::vector<PerfFileAttr>& attrs) 
       f.uniform_ = false;
     if (!(g.sample_type & PERF_SAMPLE_IDENTIFIER)) identified = false;
     for (uint64_t id : a.ids) f.by_id_.insert_or_assign(id, SampleLayout(g));
+    const uint16_t size = SampleLayout(g).trailer_size;
+    if (std::find(f.trailer_sizes_.begin(), f.trailer_sizes_.end(), size) == f.trailer_sizes_.end())
+      f.trailer_sizes_.push_back(size);
   }
   if (!f.uniform_ && !identified)
     return Status::Failure("events with different sample formats and no identifier");
@@ -407,6 +410,18 @@ const SampleLayout& FileFormats::Lookup(Bytes rec) const {
   if (h.type == PERF_RECORD_SAMPLE) {
     std::memcpy(&id, rec.data() + sizeof(h), 8);
   } else if (first_.format.sample_id_all && h.type < kRecordUserTypeStart) {
+    if (const size_t body_end = SideBandBodyEnd(rec); body_end != 0) {
+      // The identifier ends the trailer, which begins where the body ends
+      // (see SampleIdOffset()) and is as long as its event's layout says:
+      // the size that finds an event of that size is the one.
+      for (uint16_t size : trailer_sizes_) {
+        if (size < 8 || body_end + size > rec.size()) continue;
+        std::memcpy(&id, rec.data() + body_end + size - 8, 8);
+        auto it = by_id_.find(id);
+        if (it != by_id_.end() && it->second.trailer_size == size) return it->second;
+      }
+      return first_;
+    }
     std::memcpy(&id, rec.data() + rec.size() - 8, 8);
   } else {
     return first_;

@@ -162,6 +162,7 @@ class FileFormats {
   bool uniform_ = true;
   // Layouts by event id; node-based, so references to them stay valid.
   KeyedMap<uint64_t, SampleLayout> by_id_;
+  std::vector<uint16_t> trailer_sizes_;  // the layouts' distinct ones
 };
 
 template <typename Fn>

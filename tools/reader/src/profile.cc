@@ -171,8 +171,10 @@ void Profile::Process(Bytes record) {
   } else if (auto* l = std::get_if<LostRecord>(&r)) {
     (l->samples ? lost_samples_ : lost_records_) += l->lost;
   } else if (auto* k = std::get_if<KsymbolRecord>(&r)) {
+    if (k->excess != 0) ++oversized_sideband_;
     OnKsymbol(*k);
   } else if (auto* b = std::get_if<BpfEventRecord>(&r)) {
+    if (b->excess != 0) ++oversized_sideband_;
     OnBpfEvent(*b);
   }
 }
@@ -744,6 +746,7 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   model.lost_samples = lost_samples_;
   model.bad_records = bad_records_;
   model.stray_build_id_bits = stray_build_id_bits_;
+  model.oversized_sideband = oversized_sideband_;
   model.changed_kernel_modules = changed_module_paths_;
   model.events = options_.events;
   for (size_t e = 0; e < model.events.size(); ++e) {

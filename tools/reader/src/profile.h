@@ -88,6 +88,9 @@ class Profile {
   // MMAP2 records whose build-id bit was over the inode layout (see
   // DecodeMmap), read as that.
   uint64_t stray_build_id_bits() const { return stray_build_id_bits_; }
+  // KSYMBOL and BPF_EVENT records longer than their contents (see
+  // SampleIdOffset()), read by their contents.
+  uint64_t oversized_sideband() const { return oversized_sideband_; }
   uint64_t unattributed() const { return unattributed_; }
   // Distinct (comm, object, offset) locations sampled.
   size_t locations() const { return flat_.size(); }
@@ -332,7 +335,7 @@ class Profile {
   // something was loaded there unseen, and they count as changed.
   std::set<std::pair<std::string, uint64_t>> doubtful_modules_;
   uint64_t samples_ = 0, lost_records_ = 0, lost_samples_ = 0, bad_records_ = 0;
-  uint64_t stray_build_id_bits_ = 0;
+  uint64_t stray_build_id_bits_ = 0, oversized_sideband_ = 0;
   uint64_t period_ = 0;  // sum of the samples' periods: what overhead is a share of
   uint64_t unattributed_ = 0;
   // BPF functions loaded now, by start: their end and the program whose

@@ -50,11 +50,12 @@ T Load(const uint8_t* p) {
   return v;
 }
 
-// Splits a non-sample record into its body and its sample_id trailer.
-// Returns false when the record cannot even hold the trailer.
+// Splits a non-sample record into its body and its sample_id trailer
+// (see SampleIdOffset()).  Returns false when the record cannot even hold
+// the trailer.
 bool SplitTrailer(Bytes bytes, const SampleLayout& l, const uint8_t** body_end, SampleId* id) {
   if (bytes.size() < sizeof(perf_event_header) + l.trailer_size) return false;
-  const uint8_t* t = bytes.data() + bytes.size() - l.trailer_size;
+  const uint8_t* t = bytes.data() + SampleIdOffset(bytes, l.trailer_size);
   *body_end = t;
   if (l.trailer_tid != SampleLayout::kAbsent) {
     id->has_tid = true;
@@ -391,6 +392,7 @@ DecodeStatus DecodeRecord(Bytes bytes, const SampleLayout& f, Record* out) {
       r.unregister = (c.Read<uint16_t>() & PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER) != 0;
       if (!c.ok()) return DecodeStatus::kTruncated;
       if (!ReadString(c.position(), body_end, &r.name)) return DecodeStatus::kMalformed;
+      r.excess = static_cast<uint16_t>(bytes.data() + bytes.size() - body_end - f.trailer_size);
       *out = r;
       return DecodeStatus::kOk;
     }
@@ -405,12 +407,40 @@ DecodeStatus DecodeRecord(Bytes bytes, const SampleLayout& f, Record* out) {
       const uint64_t tag = c.Read<uint64_t>();
       if (!c.ok()) return DecodeStatus::kTruncated;
       std::memcpy(r.tag, &tag, sizeof(r.tag));
+      r.excess = static_cast<uint16_t>(bytes.data() + bytes.size() - body_end - f.trailer_size);
       *out = r;
       return DecodeStatus::kOk;
     }
     default:
       return DecodeStatus::kIgnored;
   }
+}
+
+size_t SideBandBodyEnd(Bytes bytes) {
+  perf_event_header h;
+  if (!ReadHeader(bytes, &h) || h.size != bytes.size()) return 0;
+  // struct perf_record_ksymbol and perf_record_bpf_event: 24 bytes with the
+  // header, then (KSYMBOL) the name.  TEXT_POKE: 16, two u16 lengths and
+  // the old and new bytes, padded to 8.
+  constexpr size_t kFixed = sizeof(perf_event_header) + 16;
+  if (bytes.size() < kFixed) return 0;
+  if (h.type == PERF_RECORD_BPF_EVENT) return kFixed;
+  if (h.type == PERF_RECORD_TEXT_POKE) {
+    const size_t lengths = Load<uint16_t>(bytes.data() + 16) + Load<uint16_t>(bytes.data() + 18);
+    const size_t end = 16 + (4 + lengths + 7) / 8 * 8;
+    return end <= bytes.size() ? end : 0;
+  }
+  if (h.type != PERF_RECORD_KSYMBOL) return 0;
+  const void* nul = std::memchr(bytes.data() + kFixed, 0, bytes.size() - kFixed);
+  if (nul == nullptr) return 0;
+  const size_t name = static_cast<const uint8_t*>(nul) - (bytes.data() + kFixed) + 1;
+  return kFixed + (name + 7) / 8 * 8;
+}
+
+size_t SampleIdOffset(Bytes bytes, size_t trailer_size) {
+  const size_t body_end = SideBandBodyEnd(bytes);
+  if (body_end != 0 && body_end + trailer_size <= bytes.size()) return body_end;
+  return bytes.size() - trailer_size;
 }
 
 std::optional<uint64_t> RecordTimeOutOfLine(Bytes bytes, const SampleLayout& l) {
@@ -424,7 +454,7 @@ std::optional<uint64_t> RecordTimeOutOfLine(Bytes bytes, const SampleLayout& l) 
   if (l.trailer_time == SampleLayout::kAbsent || h.type >= kRecordUserTypeStart ||
       bytes.size() < sizeof(h) + l.trailer_size)
     return std::nullopt;
-  return Load<uint64_t>(bytes.data() + bytes.size() - l.trailer_size + l.trailer_time);
+  return Load<uint64_t>(bytes.data() + SampleIdOffset(bytes, l.trailer_size) + l.trailer_time);
 }
 
 }  // namespace mmap3

@@ -193,6 +193,8 @@ struct KsymbolRecord {
   bool unregister = false;
   std::string_view name;
   SampleId sample_id;
+  // Bytes after the trailer (see SampleIdOffset()): not part of the record.
+  uint16_t excess = 0;
 };
 
 // PERF_RECORD_BPF_EVENT: a BPF program was loaded or unloaded; its id is
@@ -204,6 +206,7 @@ struct BpfEventRecord {
   uint32_t id = 0;
   uint8_t tag[8] = {};
   SampleId sample_id;
+  uint16_t excess = 0;  // as KsymbolRecord's
 };
 
 using Record = std::variant<std::monostate, MmapRecord, CommRecord, TaskRecord, LostRecord,
@@ -275,6 +278,25 @@ DecodeStatus DecodeSampleRecordFull(Bytes bytes, const SampleLayout& layout, Sam
   s.callchain = callchain;
   return DecodeStatus::kOk;
 }
+
+// Where a non-sample record's sample_id trailer of `trailer_size` bytes
+// begins: at its end, but for KSYMBOL, BPF_EVENT and TEXT_POKE records,
+// which can be longer than what is written in them.  The kernel writes one
+// into each side-band event that wants it in turn (perf_event_ksymbol_output(),
+// perf_event_bpf_output(), perf_event_text_poke_output()) and grows its
+// size by each event's trailer
+// without restoring it: every event served after the first gets a record
+// longer by the trailers of those before, with its own trailer where the
+// body ends and, after that, whatever bytes the ring buffer held.  (Two
+// captures that follow BPF programs, perf's included, are enough.)  Their
+// bodies say their length: BPF_EVENT's is fixed, KSYMBOL's name is
+// NUL-terminated and padded to 8 bytes, as every writer pads it, and
+// TEXT_POKE gives the lengths of its bytes, padded alike.
+size_t SampleIdOffset(Bytes bytes, size_t trailer_size);
+// Where such a record's body ends by its contents (0 for other records,
+// and for one whose header size is not the span's or whose name is not
+// terminated).
+size_t SideBandBodyEnd(Bytes bytes);
 
 // The timestamp of a record for ordering: a sample's time, or the time in the
 // sample_id trailer.  nullopt when the format carries no time for it, and

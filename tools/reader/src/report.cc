@@ -73,6 +73,13 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
         "identity, with no build-id",
         m.stray_build_id_bits));
   }
+  if (m.oversized_sideband != 0) {
+    notes.push_back(fmt::format(
+        "{} KSYMBOL/BPF_EVENT records were longer than their contents (the kernel grows them "
+        "for each capture that follows BPF programs; perf reads their time and ids from the "
+        "bytes after them): read by their contents, or cut to them as recorded",
+        m.oversized_sideband));
+  }
   std::string sources;
   for (int i = 0; i < kBuildIdSourceCount; ++i) {
     if (m.mappings_by_source[i] == 0) continue;
@@ -424,6 +431,7 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"bad_records", m.bad_records},
                 {"late_records", m.late_records},
                 {"stray_build_id_bits", m.stray_build_id_bits},
+                {"oversized_sideband", m.oversized_sideband},
                 {"startup", m.startup ? json{{"processes", m.startup->processes},
                                              {"seconds", m.startup->seconds},
                                              {"records_drained", m.startup->records_drained},

@@ -14,6 +14,9 @@
 //                          applied out of time order),
 //     "stray_build_id_bits": N   (MMAP2 records whose build-id bit was over
 //                          the inode layout: read as inode identity),
+//     "oversized_sideband": N   (KSYMBOL and BPF_EVENT records longer than
+//                          their contents: read by their contents, or
+//                          cut to them by record),
 //     "startup": {"processes": N, "seconds": F, "records_drained": N,
 //                 "changed_during_read": N} | null
 //                (-a and -p; null for a command, perf's files, older files),
@@ -306,6 +309,10 @@ struct ReportModel {
   // MMAP2 records that set the build-id bit over the inode layout (a kernel
   // without the MMAP3 series' first patch), read as inode identity.
   uint64_t stray_build_id_bits = 0;
+  // KSYMBOL and BPF_EVENT records longer than what the kernel wrote in
+  // them (SampleIdOffset()): read by their contents, or cut to them by
+  // record (its metadata's count).
+  uint64_t oversized_sideband = 0;
   std::optional<StartupStats> startup;  // unknown for perf's files
   // Modules whose range held other code by the end of the capture (another
   // module, another build, BPF): their samples are [unknown].  Paths.

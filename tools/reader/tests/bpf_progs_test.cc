@@ -345,6 +345,78 @@ std::vector<uint8_t> LoadEvent(uint32_t id, const BpfTag& tag, uint64_t time, ui
   return EncodeBpfEvent(b, kFormat);
 }
 
+// `record` as the kernel serves it to a side-band event after others got
+// it first (see SampleIdOffset()): longer by their trailers, the bytes
+// after its own trailer the ring buffer's.  Here those bytes are an older
+// record's trailer: a time and ids that look right.
+std::vector<uint8_t> Oversized(std::vector<uint8_t> record, uint64_t stale_time) {
+  SampleId stale;
+  stale.has_tid = stale.has_time = stale.has_cpu = true;
+  stale.pid = stale.tid = 1234;
+  stale.time = stale_time;
+  stale.cpu = 3;
+  KsymbolRecord holder;  // only its trailer is taken
+  holder.sample_id = stale;
+  const std::vector<uint8_t> other = EncodeKsymbol(holder, kFormat);
+  const size_t trailer = SampleIdSize(kFormat);
+  record.insert(record.end(), other.end() - static_cast<ptrdiff_t>(trailer), other.end());
+  reinterpret_cast<perf_event_header*>(record.data())->size = static_cast<uint16_t>(record.size());
+  return record;
+}
+
+TEST(BpfRecordTest, RecordsLongerThanTheirContentsAreReadByTheirContents) {
+  // Names that end a word early, exactly, and one byte into the next.
+  for (const std::string name : {"bpf_prog_1", "bpf_prog_1234", "bpf_prog_12345",
+                                 "bpf_prog_644f6979c2faccb2_e2e_bpf_a"}) {
+    SCOPED_TRACE(name);
+    const std::vector<uint8_t> exact = Ksym(0xffffffffc0001000, 64, name, false, 500, 7);
+    for (size_t times = 1; times <= 2; ++times) {
+      std::vector<uint8_t> bytes = exact;
+      for (size_t i = 0; i < times; ++i) bytes = Oversized(bytes, 100);
+      EXPECT_EQ(SideBandBodyEnd(bytes), exact.size() - SampleIdSize(kFormat));
+      EXPECT_EQ(RecordTime(bytes, kFormat), 500u);
+      Record r;
+      ASSERT_EQ(DecodeRecord(bytes, kFormat, &r), DecodeStatus::kOk);
+      const KsymbolRecord& k = std::get<KsymbolRecord>(r);
+      EXPECT_EQ(k.name, name);
+      EXPECT_EQ(k.addr, 0xffffffffc0001000u);
+      EXPECT_EQ(k.sample_id.time, 500u);
+      EXPECT_EQ(k.sample_id.pid, 7u);
+      EXPECT_EQ(k.sample_id.cpu, 0u);
+      EXPECT_EQ(k.excess, times * SampleIdSize(kFormat));
+    }
+    Record r;
+    ASSERT_EQ(DecodeRecord(exact, kFormat, &r), DecodeStatus::kOk);
+    EXPECT_EQ(std::get<KsymbolRecord>(r).excess, 0u);
+  }
+  const std::vector<uint8_t> load = LoadEvent(118, kMain, 600, 7);
+  const std::vector<uint8_t> bytes = Oversized(load, 100);
+  EXPECT_EQ(RecordTime(bytes, kFormat), 600u);
+  Record r;
+  ASSERT_EQ(DecodeRecord(bytes, kFormat, &r), DecodeStatus::kOk);
+  const BpfEventRecord& b = std::get<BpfEventRecord>(r);
+  EXPECT_EQ(b.id, 118u);
+  EXPECT_EQ(b.sample_id.time, 600u);
+  EXPECT_EQ(b.sample_id.pid, 7u);
+  EXPECT_EQ(b.excess, SampleIdSize(kFormat));
+  // TEXT_POKE (which the kernel grows alike): 5 old and 5 new bytes.
+  std::vector<uint8_t> poke(32, 0);
+  perf_event_header ph{PERF_RECORD_TEXT_POKE, PERF_RECORD_MISC_KERNEL, 0};
+  const uint16_t lengths[2] = {5, 5};
+  std::memcpy(poke.data() + 16, lengths, sizeof(lengths));
+  std::memset(poke.data() + 20, 0x90, 10);
+  const std::vector<uint8_t> tail = Ksym(0, 0, "", false, 800, 7);  // a trailer of time 800
+  poke.insert(poke.end(), tail.end() - static_cast<ptrdiff_t>(SampleIdSize(kFormat)), tail.end());
+  ph.size = static_cast<uint16_t>(poke.size());
+  std::memcpy(poke.data(), &ph, sizeof(ph));
+  EXPECT_EQ(RecordTime(poke, kFormat), 800u);
+  const std::vector<uint8_t> longer_poke = Oversized(poke, 100);
+  EXPECT_EQ(SideBandBodyEnd(longer_poke), 32u);
+  EXPECT_EQ(RecordTime(longer_poke, kFormat), 800u);
+  // Other records keep their trailer at their end.
+  EXPECT_EQ(SideBandBodyEnd(KernelSample(0x1000, 5)), 0u);
+}
+
 // A description of program `id`: one function at `addr`, `len` bytes.
 void Describe(BpfPrograms& progs, uint32_t id, const BpfTag& tag, const char* name, uint64_t addr,
               uint32_t len) {

@@ -174,6 +174,77 @@ TEST(RunReportTest, AStrayBuildIdBitInAPerfFileGivesNoId) {
   EXPECT_NE(json.str().find("\"stray_build_id_bits\": 1"), std::string::npos) << json.str();
 }
 
+TEST(RunReportTest, BpfRecordsLongerThanTheirContentsKeepTheirTime) {
+  // Beside another capture that follows BPF programs (perf's included),
+  // the kernel serves KSYMBOL and BPF_EVENT records longer than their
+  // contents, with the ring buffer's bytes after their trailer (see
+  // SampleIdOffset()): here an older record's time.  Read from the end,
+  // P1's unload would be at 5 and P2's load at 15, and both of P1's
+  // samples would be put on P2.
+  TempDir dir;
+  const std::string file = dir.File("perf.data");
+  const uint64_t at = 0xffffffffc0001000;
+  auto ksym = [&](const std::string& name, bool unregister, uint64_t time, uint64_t stale) {
+    KsymbolRecord k;
+    k.addr = at;
+    k.len = 0x100;
+    k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
+    k.unregister = unregister;
+    k.name = name;
+    k.sample_id = Sid(9, time);
+    std::vector<uint8_t> r = EncodeKsymbol(k, kFormat);
+    if (stale != 0) {
+      KsymbolRecord old;
+      old.sample_id = Sid(1234, stale);
+      const std::vector<uint8_t> o = EncodeKsymbol(old, kFormat);
+      r.insert(r.end(), o.end() - static_cast<ptrdiff_t>(SampleIdSize(kFormat)), o.end());
+      reinterpret_cast<perf_event_header*>(r.data())->size = static_cast<uint16_t>(r.size());
+    }
+    return r;
+  };
+  auto sample = [&](uint64_t time) {
+    SampleRecord s;
+    s.misc = PERF_RECORD_MISC_KERNEL;
+    s.pid = s.tid = 9;
+    s.ip = at + 0x10;
+    s.time = time;
+    return EncodeSample(s, {}, kFormat);
+  };
+  const std::string p1 = "bpf_prog_1111111111111111_p1", p2 = "bpf_prog_2222222222222222_p2";
+  {
+    auto w = PerfDataWriter::Create(file, {Attr()});
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(w->Write(Comm(9, "app", 1)).ok());
+    ASSERT_TRUE(w->Write(ksym(p1, false, 10, 0)).ok());
+    ASSERT_TRUE(w->Write(ksym(p1, true, 30, 5)).ok());
+    ASSERT_TRUE(w->Write(ksym(p2, false, 40, 15)).ok());
+    ASSERT_TRUE(w->Write(sample(20)).ok());
+    ASSERT_TRUE(w->Write(sample(25)).ok());
+    ASSERT_TRUE(w->Write(sample(50)).ok());
+    ASSERT_TRUE(w->Write(EncodeFinishedRound()).ok());
+    // One of ours, system-wide, from before record cut such records; a
+    // file of perf's is read alike, but names BPF code only with its
+    // thread map.
+    ASSERT_TRUE(w->Finish({}, R"({"mode":"mmap2","bpf_untracked":""})").ok());
+  }
+  ReportOptions o;
+  o.input = file;
+  auto m = RunReport(o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->samples, 3u);
+  EXPECT_EQ(m->late_records, 0u);
+  EXPECT_EQ(m->oversized_sideband, 2u);
+  std::map<std::string, uint64_t> by_symbol;
+  for (const ReportRow& r : m->rows) by_symbol[r.symbol] += r.samples;
+  EXPECT_EQ(by_symbol[p1], 2u);
+  EXPECT_EQ(by_symbol[p2], 1u);
+  std::ostringstream text;
+  WriteTextReport(*m, text);
+  EXPECT_NE(text.str().find("2 KSYMBOL/BPF_EVENT records were longer than their contents"),
+            std::string::npos)
+      << text.str();
+}
+
 TEST(RunReportTest, LateRecordsAreReported) {
   // A record older than what was already attributed: the file's rounds
   // broke time order for it.

@@ -401,6 +401,38 @@ TEST_F(EnricherTest, AStrayBuildIdBitDoesNotKeepTheMappedFilesIdAway) {
   EXPECT_EQ(enricher_->stats().filled_build_ids, 1u);
 }
 
+TEST_F(EnricherTest, BpfRecordsLongerThanTheirContentsAreCutToThem) {
+  // The kernel serves KSYMBOL and BPF_EVENT records to each side-band event
+  // in turn, growing them by each one's trailer (see SampleIdOffset()):
+  // what is handed on is the record as written, which perf reads right.
+  Make();
+  KsymbolRecord k;
+  k.addr = 0xffffffffc0001000;
+  k.len = 64;
+  k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
+  k.name = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
+  k.sample_id.has_tid = k.sample_id.has_time = true;
+  k.sample_id.pid = k.sample_id.tid = kPid;
+  k.sample_id.time = 500;
+  BpfEventRecord b;
+  b.type = PERF_BPF_EVENT_PROG_LOAD;
+  b.id = 0;  // not read: no such program
+  b.sample_id = k.sample_id;
+  for (const std::vector<uint8_t>& exact : {EncodeKsymbol(k, kFormat), EncodeBpfEvent(b, kFormat)}) {
+    std::vector<uint8_t> longer = exact;
+    for (int i = 0; i < 40; ++i) longer.push_back(static_cast<uint8_t>(0x80 + i));
+    reinterpret_cast<perf_event_header*>(longer.data())->size =
+        static_cast<uint16_t>(longer.size());
+    out_.items.clear();
+    enricher_->OnRecord(exact);
+    enricher_->OnRecord(longer);
+    ASSERT_EQ(out_.items.size(), 2u);
+    EXPECT_EQ(out_.items[0].bytes, exact);
+    EXPECT_EQ(out_.items[1].bytes, exact);
+  }
+  EXPECT_EQ(enricher_->stats().oversized_sideband, 2u);
+}
+
 TEST_F(EnricherTest, InMmap2BuildIdModeTheBitIsTheKernelsAndStays) {
   Make(CaptureMode::kMmap2BuildId);
   MmapRecord m = KernelMmap2(kPid, kLibStart, kLibEnd, "/lib/libx.so", 5);

@@ -306,6 +306,51 @@ TEST(PerfDataTest, CompressedFilesAreRefusedWithAWayOut) {
       << r.status().ToString();
 }
 
+TEST(FileFormatsTest, ARecordLongerThanItsContentsFindsItsEvent) {
+  // Two events with trailers of two sizes.  A KSYMBOL record of the second
+  // one, served after the first got it (see SampleIdOffset()), carries the
+  // first one's trailer after its own: found by its end, it would be the
+  // first event's, and its time read from the wrong bytes.
+  const SampleFormat short_trailer{
+      PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME, 0, true};
+  SampleFormat long_trailer = short_trailer;
+  long_trailer.sample_type |= PERF_SAMPLE_CPU;
+  std::vector<PerfFileAttr> attrs(2);
+  for (size_t i = 0; i < 2; ++i) {
+    attrs[i].attr.size = sizeof(attrs[i].attr);
+    attrs[i].attr.sample_type = (i == 0 ? short_trailer : long_trailer).sample_type;
+    attrs[i].attr.sample_id_all = 1;
+    attrs[i].ids = {10 + i};
+  }
+  auto formats = FileFormats::Create(attrs);
+  ASSERT_TRUE(formats.ok()) << formats.status().ToString();
+  KsymbolRecord k;
+  k.addr = 0xffffffffc0001000;
+  k.len = 64;
+  k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
+  k.name = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
+  k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_cpu = k.sample_id.has_id = true;
+  k.sample_id.pid = k.sample_id.tid = 5;
+  k.sample_id.time = 700;
+  k.sample_id.cpu = 1;
+  k.sample_id.id = 11;
+  std::vector<uint8_t> record = EncodeKsymbol(k, long_trailer);
+  ASSERT_EQ(formats->For(record).trailer_size, SampleLayout(long_trailer).trailer_size);
+  k.sample_id.time = 100;
+  k.sample_id.id = 10;
+  const std::vector<uint8_t> first = EncodeKsymbol(k, short_trailer);
+  const size_t first_trailer = SampleLayout(short_trailer).trailer_size;
+  record.insert(record.end(), first.end() - static_cast<ptrdiff_t>(first_trailer), first.end());
+  reinterpret_cast<perf_event_header*>(record.data())->size = static_cast<uint16_t>(record.size());
+  const SampleLayout& l = formats->For(record);
+  EXPECT_EQ(l.trailer_size, SampleLayout(long_trailer).trailer_size);
+  EXPECT_EQ(RecordTime(record, l), 700u);
+  Record r;
+  ASSERT_EQ(DecodeRecord(record, l, &r), DecodeStatus::kOk);
+  EXPECT_EQ(std::get<KsymbolRecord>(r).sample_id.id, 11u);
+  EXPECT_EQ(std::get<KsymbolRecord>(r).excess, first_trailer);
+}
+
 TEST(PerfDataTest, OverlappingIdSectionsAreRejected) {
   // Every attr pointing its ids at the whole file: valid sections add up to
   // at most the file, these to (attrs x file size).  Refused, not copied.
