@@ -61,6 +61,21 @@ run() { # run NAME FUNCTION
 fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "$*"; exit 77; }
 
+# perf_failed ERR-FILE WHAT: perf record failed; fails the test, unless
+# perf itself crashed on the host kernel's stray build-id bit: a kernel
+# without the series' first patch sets it on perf's MMAP2 records while
+# another capture with build-ids runs (another copy of this suite, say),
+# and perf 6.1 asserts on the "build-id" it reads there.  That is perf's
+# failure, not the reader's (whose handling of those records the unit
+# and enrich tests check).
+perf_failed() {
+	cat "$1"
+	if grep -q "assertion failed at util/build-id.c" "$1" && [ "${E2E_EXPECT_MODE:-}" != mmap3 ]; then
+		skip "perf crashed on a stray MMAP2 build-id bit (another capture with build-ids ran beside this one)"
+	fi
+	fail "$2"
+}
+
 # json_check FILE PYTHON-EXPR: evaluates EXPR with `d` bound to the report.
 # starved JSON NEEDED COMM...: true (and says so) when one of the commands
 # has fewer than NEEDED samples in the report.  A process's CPU time is not
@@ -286,7 +301,7 @@ t_we_read_perf_files() {
 	command -v perf >/dev/null || skip "perf not installed"
 	cp "$W/v1.so" "$W/lib/libe2e.so"
 	perf record -q -g -o "$W/perf.data" -- "$W/prog" 400 2>"$W/perf-record.err" ||
-		{ cat "$W/perf-record.err"; fail "perf record failed"; }
+		perf_failed "$W/perf-record.err" "perf record failed"
 	"$READER_BIN" report -i "$W/perf.data" --format json >"$W/perf.json"
 	json_check "$W/perf.json" "len(find('e2e_v1_hot', 'prog')) == 1 and find('e2e_v1_hot', 'prog')[0]['build_id'] == '$ID1'"
 	json_check "$W/perf.json" "d['capture']['mode'] == 'perf.data'"
@@ -304,7 +319,7 @@ ctl_capture() {
 	[ -s "$W/ctl.data" ] && return 0
 	cp "$W/v1.so" "$W/lib/libe2e.so"
 	perf --buildid-dir "$BUILDID_DIR" record -q -g -o "$W/ctl.data" -- "$W/prog" 400 \
-		2>"$W/ctl-record.err" || { cat "$W/ctl-record.err"; fail "perf record failed"; }
+		2>"$W/ctl-record.err" || perf_failed "$W/ctl-record.err" "perf record failed"
 }
 
 # vs_perf KEYS OUR-FLAGS PERF-FLAGS [children]: report --format json with
@@ -630,7 +645,7 @@ t_perf_system_wide_file_of_a_replaced_library() {
 	for attempt in 1 2 3; do
 		cp "$W/v1.so" "$W/lib/libe2e.so"
 		perf record -q -a -o "$W/perf-a.data" -- "$HERE/e2e/scenario.sh" "$W" 400 \
-			>"$W/perf-a.scenario" 2>"$W/perf-a.err" || { cat "$W/perf-a.err"; fail "perf record -a failed"; }
+			>"$W/perf-a.scenario" 2>"$W/perf-a.err" || perf_failed "$W/perf-a.err" "perf record -a failed"
 		"$READER_BIN" report -i "$W/perf-a.data" --format json >"$W/perf-a.json"
 		starved "$W/perf-a.json" 40 prog_a prog_b || break
 	done
@@ -1013,9 +1028,9 @@ t_bpf_in_perf_files() {
 	# task they are the profiled tasks' only, and no range is named.
 	command -v perf >/dev/null || skip "perf not installed"
 	perf record -q -a -F 2000 -o "$W/bpf-perfa.data" -- "$W/bpf_load" "$W/bpf_1.o" 300 \
-		>"$W/bpf-perfa.out" 2>"$W/bpf-perfa.err" || { cat "$W/bpf-perfa.err"; fail "perf record -a failed"; }
+		>"$W/bpf-perfa.out" 2>"$W/bpf-perfa.err" || perf_failed "$W/bpf-perfa.err" "perf record -a failed"
 	perf record -q -F 2000 -o "$W/bpf-perft.data" -- "$W/bpf_load" "$W/bpf_1.o" 300 \
-		>"$W/bpf-perft.out" 2>"$W/bpf-perft.err" || { cat "$W/bpf-perft.err"; fail "perf record failed"; }
+		>"$W/bpf-perft.out" 2>"$W/bpf-perft.err" || perf_failed "$W/bpf-perft.err" "perf record failed"
 	"$READER_BIN" report -i "$W/bpf-perfa.data" --format json >"$W/bpf-perfa.json"
 	"$READER_BIN" report -i "$W/bpf-perft.data" --format json >"$W/bpf-perft.json"
 	local id
