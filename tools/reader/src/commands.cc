@@ -438,7 +438,7 @@ Result<ReportModel> RunReport(const ReportOptions& options) {
   if (!file.ok()) return file.status();
   const PerfDataReader& r = *file;
 
-  auto formats = FileFormats::Create(r.attrs());
+  auto formats = FileFormats::Create(r.attrs(), /*perfs=*/r.meta_json().empty());
   if (!formats.ok()) return Status::Failure(options.input + ": " + formats.status().ToString());
   auto format_of = [&](Bytes rec) -> const SampleLayout& { return formats->For(rec); };
   std::string mode = "perf.data";

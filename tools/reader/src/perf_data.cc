@@ -375,14 +375,18 @@ Status PerfDataReader::Parse() {
   return {};
 }
 
-Result<FileFormats> FileFormats::Create(const std::vector<PerfFileAttr>& attrs) {
+Result<FileFormats> FileFormats::Create(const std::vector<PerfFileAttr>& attrs, bool perfs) {
   FileFormats f;
   if (attrs.empty()) return Status::Failure("no event attributes");
   // Whether an event asked for build-ids in MMAP2, for the whole file: the
   // one that asks is the one with the mapping records (perf's tracking
   // event).
-  const bool build_ids = std::any_of(attrs.begin(), attrs.end(),
-                                     [](const PerfFileAttr& a) { return a.attr.build_id != 0; });
+  const Mmap2BuildIds build_ids =
+      std::any_of(attrs.begin(), attrs.end(),
+                  [](const PerfFileAttr& a) { return a.attr.build_id != 0; })
+          ? Mmap2BuildIds::kAsked
+      : perfs ? Mmap2BuildIds::kUnasked
+              : Mmap2BuildIds::kZeroPadded;
   const perf_event_attr& a0 = attrs[0].attr;
   f.first_ = SampleLayout({a0.sample_type, a0.read_format, a0.sample_id_all != 0, build_ids});
   const SampleFormat& first = f.first_.format;
@@ -412,8 +416,16 @@ const SampleLayout& FileFormats::Lookup(Bytes rec) const {
   } else if (first_.format.sample_id_all && h.type < kRecordUserTypeStart) {
     if (const size_t body_end = SideBandBodyEnd(rec); body_end != 0) {
       // The identifier ends the trailer, which begins where the body ends
-      // (see SampleIdOffset()) and is as long as its event's layout says:
-      // the size that finds an event of that size is the one.
+      // (see SampleIdOffset()) and is as long as its event's layout says.
+      // A record as long as its contents says so at its end (its last
+      // word, an event whose trailer fills the rest): that first, as
+      // another size's word could be a field that happens to equal an id
+      // (a cpu number).  A grown record: the size that finds an event of
+      // that size.
+      std::memcpy(&id, rec.data() + rec.size() - 8, 8);
+      if (auto it = by_id_.find(id);
+          it != by_id_.end() && body_end + it->second.trailer_size == rec.size())
+        return it->second;
       for (uint16_t size : trailer_sizes_) {
         if (size < 8 || body_end + size > rec.size()) continue;
         std::memcpy(&id, rec.data() + body_end + size - 8, 8);

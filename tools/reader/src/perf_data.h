@@ -151,7 +151,9 @@ class PerfDataReader {
 // (synthesized ones carry 0) get the first event's format.
 class FileFormats {
  public:
-  static Result<FileFormats> Create(const std::vector<PerfFileAttr>& attrs);
+  // `perfs`: a file perf wrote (no metadata of ours), whose MMAP2 build-id
+  // bits are checked as Mmap2BuildIds::kUnasked says where no event asked.
+  static Result<FileFormats> Create(const std::vector<PerfFileAttr>& attrs, bool perfs = false);
   // Valid as long as this FileFormats.
   const SampleLayout& For(Bytes record) const { return uniform_ ? first_ : Lookup(record); }
 

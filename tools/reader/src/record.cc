@@ -92,18 +92,28 @@ bool ReadString(const uint8_t* p, const uint8_t* end, std::string_view* out) {
 }
 
 // Whether MMAP2's build-id union (size, 3 reserved bytes, 20 bytes) holds
-// one as its writers write it: a size of 1 to 20 and the reserved bytes 0
-// (the kernel and perf zero them).  The kernel also zeroes the bytes after
-// a shorter id; perf's synthesized records (`perf record --buildid-mmap`)
-// may not, so those are checked only where no event asked for build-ids.
-// An inode layout under the bit: maj 259 (NVMe) fails on a reserved byte,
-// maj 8 (sd: an 8-byte "id" of minor and inode) on its inode's high half
-// or its ino_generation.  One with maj <= 20, an inode below 2^32 and
-// ino_generation 0 passes; so does any when some event asked.
-bool HoldsBuildId(const uint8_t* raw, bool asked) {
+// one as its writers write it (see Mmap2BuildIds): a size of 1 to 20 and
+// the reserved bytes 0 (the kernel and perf zero them); unless an event
+// asked (perf's synthesized records may not), zeroes after a shorter id;
+// in perf's files where none asked, 8, 16 or 20 bytes not beginning as a
+// minor number does.  An inode layout under the bit: maj 259 (NVMe) fails
+// on a reserved byte; in perf's files, maj 7 (loop) on its size and maj 8
+// (sd) on its minor; elsewhere maj 8 (an 8-byte "id" of minor and inode)
+// on its inode's high half or its ino_generation.  What passes: in ours
+// and live, a maj up to 20 with an inode below 2^32 and ino_generation 0
+// (vfat, squashfs), which record drops in mmap2 mode before this; any at
+// all where an event asked, which no stray bit comes with.
+bool HoldsBuildId(const uint8_t* raw, Mmap2BuildIds writers) {
   const uint8_t size = raw[0];
   if (size == 0 || size > BuildId::kMaxSize || (raw[1] | raw[2] | raw[3]) != 0) return false;
-  if (asked) return true;
+  if (writers == Mmap2BuildIds::kAsked) return true;
+  if (writers == Mmap2BuildIds::kUnasked) {
+    if (size != 8 && size != 16 && size != 20) return false;
+    // Read as an id, an inode layout begins with the minor number: below
+    // 256 for majors 8, 16 and 20 (sd's extra disks have majors of their
+    // own), so its bytes 1 to 3 are zero, which a hash's are once in 2^24.
+    if ((raw[5] | raw[6] | raw[7]) == 0) return false;
+  }
   for (size_t i = 4 + size; i < 4 + BuildId::kMaxSize; ++i)
     if (raw[i] != 0) return false;
   return true;
@@ -138,7 +148,7 @@ DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleLay
       // layout (maj, min, ino, ino_generation), which it stands in for.
       uint8_t raw[4 + BuildId::kMaxSize];
       for (auto& b : raw) b = c.Read<uint8_t>();
-      if (HoldsBuildId(raw, f.format.mmap_build_ids)) {
+      if (HoldsBuildId(raw, f.format.mmap2_build_ids)) {
         m.format = MmapFormat::kMmap2BuildId;
         m.build_id = BuildId(raw + 4, raw[0]);
       } else {

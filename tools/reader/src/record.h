@@ -35,14 +35,27 @@ inline constexpr uint16_t kMiscCommExec = 1 << 13;      // PERF_RECORD_MISC_COMM
 inline constexpr size_t kMaxRecordSize = 0xffff;
 
 // How to parse samples and sample_id trailers: the relevant attr fields.
+// Who may have set an MMAP2 record's build-id bit, which decides how its
+// bytes are checked before they are taken for a build-id (see
+// DecodeMmap()): of the whole capture, not of one event.
+enum class Mmap2BuildIds : uint8_t {
+  // The kernel, for an event that asked or stray, or this reader: each
+  // zero-pads a short id.  Live captures and this reader's files.
+  kZeroPadded,
+  // Some event of the capture asked (attr.build_id): perf's synthesized
+  // records may leave bytes after a short id.
+  kAsked,
+  // A file perf wrote where no event asked: the bit is the kernel's stray
+  // one, or a later tool's (perf inject -B), which writes ids as the files
+  // have them (8, 16 or 20 bytes: lld's fast, md5 or uuid, sha1).
+  kUnasked,
+};
+
 struct SampleFormat {
   uint64_t sample_type = 0;
   uint64_t read_format = 0;
   bool sample_id_all = false;
-  // Some event of the capture asked for build-ids in MMAP2 (attr.build_id):
-  // an MMAP2 record's build-id bit is then checked less strictly (see
-  // DecodeMmap).  Of the whole capture, not of one event.
-  bool mmap_build_ids = false;
+  Mmap2BuildIds mmap2_build_ids = Mmap2BuildIds::kZeroPadded;
 };
 
 // Where each field lies, for one SampleFormat: in a PERF_RECORD_SAMPLE, and

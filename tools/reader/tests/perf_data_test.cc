@@ -351,6 +351,48 @@ TEST(FileFormatsTest, ARecordLongerThanItsContentsFindsItsEvent) {
   EXPECT_EQ(std::get<KsymbolRecord>(r).excess, first_trailer);
 }
 
+TEST(FileFormatsTest, ARecordAsLongAsItsContentsIsItsEvents) {
+  // Two layouts: the first's trailer ends 8 bytes before the second's, at
+  // the second's cpu field.  A KSYMBOL of the second event on cpu 1, event
+  // 1 being the first's: tried as the shorter trailer, its cpu would read
+  // as event 1, its time from its pid and tid (found by helper-55).
+  const SampleFormat first{PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TIME |
+                               PERF_SAMPLE_CPU,
+                           0, true};
+  const SampleFormat second{PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                                PERF_SAMPLE_CPU,
+                            0, true};
+  std::vector<PerfFileAttr> attrs(2);
+  attrs[0].attr.sample_type = first.sample_type;
+  attrs[0].ids = {1, 2};
+  attrs[1].attr.sample_type = second.sample_type;
+  attrs[1].ids = {3, 4};
+  for (PerfFileAttr& a : attrs) {
+    a.attr.size = sizeof(a.attr);
+    a.attr.sample_id_all = 1;
+  }
+  auto formats = FileFormats::Create(attrs);
+  ASSERT_TRUE(formats.ok()) << formats.status().ToString();
+  KsymbolRecord k;
+  k.addr = 0xffffffffc0001000;
+  k.len = 64;
+  k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
+  k.name = "bpf_prog_2222222222222222_p2";
+  k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_cpu = k.sample_id.has_id = true;
+  k.sample_id.pid = k.sample_id.tid = 9;
+  k.sample_id.time = 10;
+  k.sample_id.cpu = 1;
+  k.sample_id.id = 3;
+  const std::vector<uint8_t> record = EncodeKsymbol(k, second);
+  const SampleLayout& l = formats->For(record);
+  EXPECT_EQ(l.trailer_size, SampleLayout(second).trailer_size);
+  EXPECT_EQ(RecordTime(record, l), 10u);
+  Record r;
+  ASSERT_EQ(DecodeRecord(record, l, &r), DecodeStatus::kOk);
+  EXPECT_EQ(std::get<KsymbolRecord>(r).excess, 0u);
+  EXPECT_EQ(std::get<KsymbolRecord>(r).sample_id.id, 3u);
+}
+
 TEST(PerfDataTest, OverlappingIdSectionsAreRejected) {
   // Every attr pointing its ids at the whole file: valid sections add up to
   // at most the file, these to (attrs x file size).  Refused, not copied.

@@ -150,11 +150,28 @@ void ExpectReadAsInode(const MmapRecord& m, uint32_t maj, uint64_t ino, uint64_t
   EXPECT_EQ(m.filename, "/usr/lib/libfoo.so");
 }
 
+SampleFormat WithBuildIds(Mmap2BuildIds writers) {
+  SampleFormat f = kFormat;
+  f.mmap2_build_ids = writers;
+  return f;
+}
+
+const char* WritersName(Mmap2BuildIds writers) {
+  switch (writers) {
+    case Mmap2BuildIds::kZeroPadded: return "zero-padded (live, ours)";
+    case Mmap2BuildIds::kAsked: return "an event asked";
+    case Mmap2BuildIds::kUnasked: return "perf's, none asked";
+  }
+  return "?";
+}
+
+constexpr Mmap2BuildIds kAllWriters[] = {Mmap2BuildIds::kZeroPadded, Mmap2BuildIds::kAsked,
+                                         Mmap2BuildIds::kUnasked};
+
 TEST(RecordTest, AStrayBuildIdBitOverTheInodeLayoutIsReadAsInode) {
-  SampleFormat asked = kFormat;
-  asked.mmap_build_ids = true;
-  for (const SampleFormat& f : {kFormat, asked}) {
-    SCOPED_TRACE(f.mmap_build_ids ? "an event asked for build-ids" : "none asked");
+  for (Mmap2BuildIds writers : kAllWriters) {
+    const SampleFormat f = WithBuildIds(writers);
+    SCOPED_TRACE(WritersName(writers));
     // maj 254 (device mapper): a "size" of 254.
     ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(254, 123456, 7), f), 254, 123456, 7);
     // maj 259 (NVMe partitions): size 3, a reserved byte of 1.
@@ -162,32 +179,56 @@ TEST(RecordTest, AStrayBuildIdBitOverTheInodeLayoutIsReadAsInode) {
     // maj 256: size 0.
     ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(256, 9, 0), f), 256, 9, 0);
   }
-  // maj 8 (sd): 8 bytes of minor and inode would pass as a build-id.  Where
-  // no event asked for build-ids, what follows them (the inode's high half,
-  // ino_generation) is not the zeroes that follow a kernel's 8-byte id.
-  ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(8, 123456, 7)), 8, 123456, 7);
-  ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(8, uint64_t{5} << 32, 0)), 8,
-                    uint64_t{5} << 32, 0);
-  // Where one did (perf's own synthesized records may leave bytes after a
-  // short id), such a record is read as an id: the kernel sets the bit
-  // stray only where no event of the capture asked.
-  const MmapRecord m = DecodeAs<MmapRecord>(StrayBitMmap2(8, 123456, 7), asked);
+  for (Mmap2BuildIds writers : {Mmap2BuildIds::kZeroPadded, Mmap2BuildIds::kUnasked}) {
+    const SampleFormat f = WithBuildIds(writers);
+    SCOPED_TRACE(WritersName(writers));
+    // maj 8 (sd): 8 bytes of minor and inode would pass as a build-id.
+    // Unless an event asked, what follows them (the inode's high half,
+    // ino_generation) is not the zeroes that follow a kernel's 8-byte id.
+    ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(8, 123456, 7), f), 8, 123456, 7);
+    ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(8, uint64_t{5} << 32, 0), f), 8,
+                      uint64_t{5} << 32, 0);
+  }
+  // maj 7 (loop) with ino_generation 0 (squashfs, as every snap is): in
+  // perf's files, where no event asked, 7 bytes is no size an id has.
+  ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(7, 0x1234, 0),
+                                         WithBuildIds(Mmap2BuildIds::kUnasked)),
+                    7, 0x1234, 0);
+  // maj 8 (sd) with ino_generation 0 (vfat, iso9660): the padding is all
+  // zeroes, but an id does not begin with a minor number's zero bytes.
+  ExpectReadAsInode(DecodeAs<MmapRecord>(StrayBitMmap2(8, 0x4523, 0),
+                                         WithBuildIds(Mmap2BuildIds::kUnasked)),
+                    8, 0x4523, 0);
+  // The same in a live capture or one of ours passes (the kernel writes
+  // the bit over ids of any size there; record drops a stray one in mmap2
+  // mode before this).
+  EXPECT_EQ(DecodeAs<MmapRecord>(StrayBitMmap2(7, 0x1234, 0)).build_id.size(), 7u);
+  // Where an event asked (perf's own synthesized records may leave bytes
+  // after a short id), such a record is read as an id: the kernel sets the
+  // bit stray only where no event of the capture asked.
+  const MmapRecord m =
+      DecodeAs<MmapRecord>(StrayBitMmap2(8, 123456, 7), WithBuildIds(Mmap2BuildIds::kAsked));
   EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
   EXPECT_EQ(m.build_id.size(), 8u);
   EXPECT_FALSE(m.stray_build_id_bit);
 }
 
 TEST(RecordTest, BuildIdsOfEveryLengthAreReadAsIds) {
-  SampleFormat asked = kFormat;
-  asked.mmap_build_ids = true;
-  for (const SampleFormat& f : {kFormat, asked}) {
-    for (size_t size : {size_t{1}, size_t{8}, size_t{16}, size_t{20}}) {
-      SCOPED_TRACE(fmt::format("{} bytes, asked {}", size, f.mmap_build_ids));
+  for (Mmap2BuildIds writers : kAllWriters) {
+    const SampleFormat f = WithBuildIds(writers);
+    for (size_t size : {size_t{1}, size_t{7}, size_t{8}, size_t{16}, size_t{20}}) {
+      SCOPED_TRACE(fmt::format("{} bytes, {}", size, WritersName(writers)));
       MmapRecord in = SampleMmap(MmapFormat::kMmap2BuildId);
       uint8_t id[BuildId::kMaxSize];
       for (size_t i = 0; i < size; ++i) id[i] = static_cast<uint8_t>(0xf0 - i);
       in.build_id = BuildId(id, size);
       const MmapRecord m = DecodeAs<MmapRecord>(EncodeMmap(in, f), f);
+      // In perf's files where no event asked, only the sizes tools write.
+      if (writers == Mmap2BuildIds::kUnasked && size != 8 && size != 16 && size != 20) {
+        EXPECT_TRUE(m.stray_build_id_bit);
+        EXPECT_TRUE(m.build_id.empty());
+        continue;
+      }
       EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
       EXPECT_EQ(m.build_id, BuildId(id, size));
       EXPECT_FALSE(m.stray_build_id_bit);
@@ -201,10 +242,11 @@ TEST(RecordTest, BuildIdsOfEveryLengthAreReadAsIds) {
   in.build_id = BuildId(id, 8);
   auto bytes = EncodeMmap(in, kFormat);
   bytes[sizeof(perf_event_header) + 32 + 4 + 12] = 0x5a;  // id[12]
-  const MmapRecord m = DecodeAs<MmapRecord>(bytes, asked);
+  const MmapRecord m = DecodeAs<MmapRecord>(bytes, WithBuildIds(Mmap2BuildIds::kAsked));
   EXPECT_EQ(m.format, MmapFormat::kMmap2BuildId);
   EXPECT_EQ(m.build_id, BuildId(id, 8));
   EXPECT_TRUE(DecodeAs<MmapRecord>(bytes).stray_build_id_bit);
+  EXPECT_TRUE(DecodeAs<MmapRecord>(bytes, WithBuildIds(Mmap2BuildIds::kUnasked)).stray_build_id_bit);
 }
 
 // Builds an MMAP3 record straight from the uapi struct, independent of our
