@@ -318,8 +318,9 @@ ctl_capture() {
 	export BUILDID_DIR=$W/ctl.cache
 	[ -s "$W/ctl.data" ] && return 0
 	cp "$W/v1.so" "$W/lib/libe2e.so"
+	# (A capture perf failed to finish is not left for the next test.)
 	perf --buildid-dir "$BUILDID_DIR" record -q -g -o "$W/ctl.data" -- "$W/prog" 400 \
-		2>"$W/ctl-record.err" || perf_failed "$W/ctl-record.err" "perf record failed"
+		2>"$W/ctl-record.err" || { rm -f "$W/ctl.data"; perf_failed "$W/ctl-record.err" "perf record failed"; }
 }
 
 # vs_perf KEYS OUR-FLAGS PERF-FLAGS [children]: report --format json with
