@@ -335,6 +335,13 @@ void Profile::OnKernelMmap(const MmapRecord& m) {
     // capture.  Samples from now on belong to an image object that carries
     // it, so its symbols are relocated to this boot (KASLR).
     MappedObject image = *kernel_object_;
+    if (image.build_id.empty() && !m.build_id.empty()) {
+      // perf record --buildid-mmap writes no build-id table (nor the
+      // kernel's id in it), but its image record has the id perf read
+      // from /sys/kernel/notes when it recorded.
+      image.build_id = m.build_id;
+      image.source = BuildIdSource::kMmap2;
+    }
     image.reloc_symbol = std::string(name.substr(kImage.size()));
     image.reloc_address = image.reloc_symbol.empty() ? 0 : m.pgoff;
     kernel_object_ = InternObject(std::move(image));
@@ -380,7 +387,9 @@ void Profile::OnMmap(const MmapRecord& m) {
       if (const BuildIdSource* s = options_.overrides->Find(m.pid, m.start, m.build_id))
         object.source = *s;
     }
-  } else if (options_.path_build_id) {
+  } else if (options_.path_build_id && !m.stray_build_id_bit) {
+    // (Not for a record whose build-id bit was refused: its bytes may have
+    // been an id the table contradicts, as much as the inode read here.)
     object.build_id = options_.path_build_id(m.filename);
     if (!object.build_id.empty()) object.source = BuildIdSource::kPerfHeader;
   }

@@ -389,6 +389,29 @@ std::vector<uint8_t> KernelMmap(const std::string& name, uint64_t start, uint64_
   return EncodeMmap(m, kFormat);
 }
 
+TEST(ProfileTest, TheKernelImagesRecordGivesItsIdWhereNoTableDid) {
+  // perf record --buildid-mmap: no build-id table, so no kernel id from it;
+  // its image record has the id (perf read /sys/kernel/notes).
+  constexpr uint64_t kText = 0xffffffff81000000;
+  for (const bool table : {false, true}) {
+    SCOPED_TRACE(table ? "with a table's id" : "without a table");
+    ProfileOptions o;
+    if (table) o.kernel_build_id = Id(kIdV3);
+    Profile p(o);
+    p.SetFormat(kFormat);
+    p.Process(KernelMmap("[kernel.kallsyms]_text", kText, 0x2000, kText, kIdV2));
+    p.Process(Sample(1, kText + 0x123, 1, {}, /*kernel=*/true));
+    SymbolSearch s;
+    s.kernel_notes = "/nonexistent";
+    ReportModel m = ReportWith(p, s);
+    ASSERT_EQ(m.rows.size(), 1u);
+    EXPECT_EQ(m.rows[0].path, "[kernel.kallsyms]");
+    // The table's, where there is one (as before); else the record's.
+    EXPECT_EQ(m.rows[0].build_id, Id(table ? kIdV3 : kIdV2));
+    EXPECT_EQ(m.rows[0].source, table ? BuildIdSource::kKernelNotes : BuildIdSource::kMmap2);
+  }
+}
+
 // A module's load or unload as the kernel reports it (MMAP3 ABI version 2).
 std::vector<uint8_t> ModuleMmap3(const std::string& name, uint64_t start, uint64_t len,
                                  const char* id, bool unloaded, uint64_t time) {
