@@ -771,16 +771,8 @@ Result<InjectResult> RunInject(const InjectOptions& options) {
       // longer than its contents (see SampleIdOffset()) goes without the
       // bytes after its trailer, which a capture older than record's cut
       // holds.
-      const size_t body_end = SideBandBodyEnd(rec);
-      const size_t end = body_end + formats->For(rec).trailer_size;
-      if (body_end != 0 && end < rec.size()) {
-        out.assign(rec.begin(), rec.begin() + static_cast<ptrdiff_t>(end));
-        const uint16_t size = static_cast<uint16_t>(end);
-        std::memcpy(out.data() + offsetof(perf_event_header, size), &size, sizeof(size));
-        status = writer.Write(out);
-      } else {
-        status = writer.Write(rec);
-      }
+      status = CutToContents(rec, formats->For(rec).trailer_size, &out) ? writer.Write(out)
+                                                                          : writer.Write(rec);
       ++result.records;
       return;
     }

@@ -40,22 +40,17 @@ void Enricher::OnRecord(Bytes record) {
     record = rewritten_;
     ++stats_.stray_build_id_bits;
   }
-  if (h.type == PERF_RECORD_KSYMBOL || h.type == PERF_RECORD_BPF_EVENT ||
-      h.type == PERF_RECORD_TEXT_POKE) {
+  if ((h.type == PERF_RECORD_KSYMBOL || h.type == PERF_RECORD_BPF_EVENT ||
+       h.type == PERF_RECORD_TEXT_POKE) &&
+      CutToContents(record, SampleIdSize(options_.format), &rewritten_)) {
     // A record served to this event after another side-band event got it
     // is longer than what the kernel wrote in it (see SampleIdOffset()):
     // the bytes after its trailer are the ring buffer's, and a reader that
     // takes the trailer from the end (perf, or one of ours before this)
     // would read its time and ids there.  They go.
-    const size_t body_end = SideBandBodyEnd(record);
-    const size_t end = body_end + SampleIdSize(options_.format);
-    if (body_end != 0 && end < record.size()) {
-      rewritten_.assign(record.begin(), record.begin() + static_cast<ptrdiff_t>(end));
-      h.size = static_cast<uint16_t>(end);
-      std::memcpy(rewritten_.data() + offsetof(perf_event_header, size), &h.size, sizeof(h.size));
-      record = rewritten_;
-      ++stats_.oversized_sideband;
-    }
+    h.size = static_cast<uint16_t>(rewritten_.size());
+    record = rewritten_;
+    ++stats_.oversized_sideband;
   }
   if (stamps_ != nullptr &&
       (h.type == PERF_RECORD_COMM || h.type == PERF_RECORD_FORK || h.type == PERF_RECORD_MMAP ||

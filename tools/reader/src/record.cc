@@ -1,5 +1,7 @@
 #include "record.h"
 
+#include <cstddef>
+
 #include "linux/perf_event_mmap3.h"
 
 namespace mmap3 {
@@ -445,6 +447,16 @@ size_t SideBandBodyEnd(Bytes bytes) {
   if (nul == nullptr) return 0;
   const size_t name = static_cast<const uint8_t*>(nul) - (bytes.data() + kFixed) + 1;
   return kFixed + (name + 7) / 8 * 8;
+}
+
+bool CutToContents(Bytes record, size_t trailer_size, std::vector<uint8_t>* out) {
+  const size_t body_end = SideBandBodyEnd(record);
+  const size_t end = body_end + trailer_size;
+  if (body_end == 0 || end >= record.size()) return false;
+  out->assign(record.begin(), record.begin() + static_cast<ptrdiff_t>(end));
+  const uint16_t size = static_cast<uint16_t>(end);
+  std::memcpy(out->data() + offsetof(perf_event_header, size), &size, sizeof(size));
+  return true;
 }
 
 size_t SampleIdOffset(Bytes bytes, size_t trailer_size) {

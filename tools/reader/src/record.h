@@ -17,6 +17,7 @@
 #include <span>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "build_id.h"
 
@@ -310,6 +311,10 @@ size_t SampleIdOffset(Bytes bytes, size_t trailer_size);
 // and for one whose header size is not the span's or whose name is not
 // terminated).
 size_t SideBandBodyEnd(Bytes bytes);
+// Such a record longer than its contents and a trailer of `trailer_size`
+// bytes, copied into `out` without the bytes after the trailer and with
+// its size set to match; false, and `out` untouched, for any other.
+bool CutToContents(Bytes record, size_t trailer_size, std::vector<uint8_t>* out);
 
 // The timestamp of a record for ordering: a sample's time, or the time in the
 // sample_id trailer.  nullopt when the format carries no time for it, and

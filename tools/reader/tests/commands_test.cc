@@ -1170,6 +1170,36 @@ TEST_F(InjectTest, ModuleUnloadBecomesAKsymbolUnregister) {
   EXPECT_TRUE(std::equal(unload.end() - trailer, unload.end(), recs[1].end() - trailer));
 }
 
+TEST_F(InjectTest, BpfRecordsLongerThanTheirContentsAreCutForPerf) {
+  // A capture made before record cut them (see SampleIdOffset()): a grown
+  // KSYMBOL of the side-band event, and one as long as its contents.
+  KsymbolRecord k;
+  k.addr = 0xffffffffc0001000;
+  k.len = 64;
+  k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
+  k.name = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
+  k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_id = true;
+  k.sample_id.pid = k.sample_id.tid = 9;
+  k.sample_id.time = 2;
+  k.sample_id.id = 22;
+  const std::vector<uint8_t> exact = EncodeKsymbol(k, fd_);
+  std::vector<uint8_t> grown = exact;
+  grown.insert(grown.end(), 32, 0);  // a fresh ring buffer's zeroes
+  reinterpret_cast<perf_event_header*>(grown.data())->size = static_cast<uint16_t>(grown.size());
+  WriteInput({grown, exact, SampleAt(0x20000000, 4)}, R"({"mode":"mmap3"})");
+  InjectOptions o{input_, dir_.File("out.data")};
+  auto res = RunInject(o);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->records, 3u);
+  auto out = PerfDataReader::Open(o.output);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  std::vector<std::vector<uint8_t>> recs;
+  out->ForEachRecord([&](Bytes r) { recs.emplace_back(r.begin(), r.end()); });
+  ASSERT_EQ(recs.size(), 3u);
+  EXPECT_EQ(recs[0], exact);  // perf finds its trailer at its end again
+  EXPECT_EQ(recs[1], exact);
+}
+
 TEST_F(InjectTest, UndecodableMmap3IsDroppedAndCounted) {
   auto bad = Mmap3(0x20000000, lib_, nullptr, PERF_MMAP3_BUILD_ID_NO_NOTE, 2);
   bad[offsetof(perf_mmap3_record, build_id_size)] = 5;  // a size without FOUND
