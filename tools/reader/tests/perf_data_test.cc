@@ -306,6 +306,22 @@ TEST(PerfDataTest, CompressedFilesAreRefusedWithAWayOut) {
       << r.status().ToString();
 }
 
+// A BPF function's KSYMBOL record with every trailer field set.
+KsymbolRecord BpfKsymbol(const char* name, uint32_t tid, uint64_t time, uint32_t cpu,
+                         uint64_t id) {
+  KsymbolRecord k;
+  k.addr = 0xffffffffc0001000;
+  k.len = 64;
+  k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
+  k.name = name;
+  k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_cpu = k.sample_id.has_id = true;
+  k.sample_id.pid = k.sample_id.tid = tid;
+  k.sample_id.time = time;
+  k.sample_id.cpu = cpu;
+  k.sample_id.id = id;
+  return k;
+}
+
 TEST(FileFormatsTest, ARecordLongerThanItsContentsFindsItsEvent) {
   // Two events with trailers of two sizes.  A KSYMBOL record of the second
   // one, served after the first got it (see SampleIdOffset()), carries the
@@ -324,16 +340,7 @@ TEST(FileFormatsTest, ARecordLongerThanItsContentsFindsItsEvent) {
   }
   auto formats = FileFormats::Create(attrs);
   ASSERT_TRUE(formats.ok()) << formats.status().ToString();
-  KsymbolRecord k;
-  k.addr = 0xffffffffc0001000;
-  k.len = 64;
-  k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
-  k.name = "bpf_prog_644f6979c2faccb2_e2e_bpf_a";
-  k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_cpu = k.sample_id.has_id = true;
-  k.sample_id.pid = k.sample_id.tid = 5;
-  k.sample_id.time = 700;
-  k.sample_id.cpu = 1;
-  k.sample_id.id = 11;
+  KsymbolRecord k = BpfKsymbol("bpf_prog_644f6979c2faccb2_e2e_bpf_a", 5, 700, 1, 11);
   std::vector<uint8_t> record = EncodeKsymbol(k, long_trailer);
   ASSERT_EQ(formats->For(record).trailer_size, SampleLayout(long_trailer).trailer_size);
   k.sample_id.time = 100;
@@ -373,16 +380,7 @@ TEST(FileFormatsTest, ARecordAsLongAsItsContentsIsItsEvents) {
   }
   auto formats = FileFormats::Create(attrs);
   ASSERT_TRUE(formats.ok()) << formats.status().ToString();
-  KsymbolRecord k;
-  k.addr = 0xffffffffc0001000;
-  k.len = 64;
-  k.ksym_type = PERF_RECORD_KSYMBOL_TYPE_BPF;
-  k.name = "bpf_prog_2222222222222222_p2";
-  k.sample_id.has_tid = k.sample_id.has_time = k.sample_id.has_cpu = k.sample_id.has_id = true;
-  k.sample_id.pid = k.sample_id.tid = 9;
-  k.sample_id.time = 10;
-  k.sample_id.cpu = 1;
-  k.sample_id.id = 3;
+  const KsymbolRecord k = BpfKsymbol("bpf_prog_2222222222222222_p2", 9, 10, 1, 3);
   const std::vector<uint8_t> record = EncodeKsymbol(k, second);
   const SampleLayout& l = formats->For(record);
   EXPECT_EQ(l.trailer_size, SampleLayout(second).trailer_size);
