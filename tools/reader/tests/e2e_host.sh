@@ -833,8 +833,10 @@ t_bpf_records_grown_by_another_capture() {
 		grep -q "KSYMBOL/BPF_EVENT records were longer than their contents" "$W/bpfg.txt" ||
 			fail "the text report does not say records were cut"
 	fi
-	# perf, which takes the trailer from the end, reads the cut records right.
-	if command -v perf >/dev/null; then
+	# perf, which takes the trailer from the end, reads the cut records
+	# right.  (An MMAP3 capture is perf's only through inject, and on the
+	# series' kernel there is nothing to cut.)
+	if command -v perf >/dev/null && [ "${E2E_EXPECT_MODE:-}" != mmap3 ]; then
 		perf script -i "$W/bpfg.data" --show-bpf-events -F comm,pid,time >"$W/bpfg.perf" 2>/dev/null || true
 		grep -q "PERF_RECORD_KSYMBOL" "$W/bpfg.perf" || fail "perf shows no KSYMBOL record"
 		! grep -E " 0\.000000: PERF_RECORD_(KSYMBOL|BPF_EVENT)" "$W/bpfg.perf" ||
