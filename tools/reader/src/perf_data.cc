@@ -397,8 +397,9 @@ Result<FileFormats> FileFormats::Create(const std::vector<PerfFileAttr>& attrs, 
         g.sample_id_all != first.sample_id_all)
       f.uniform_ = false;
     if (!(g.sample_type & PERF_SAMPLE_IDENTIFIER)) identified = false;
-    for (uint64_t id : a.ids) f.by_id_.insert_or_assign(id, SampleLayout(g));
-    const uint16_t size = SampleLayout(g).trailer_size;
+    const SampleLayout layout(g);
+    for (uint64_t id : a.ids) f.by_id_.insert_or_assign(id, layout);
+    const uint16_t size = layout.trailer_size;
     if (std::find(f.trailer_sizes_.begin(), f.trailer_sizes_.end(), size) == f.trailer_sizes_.end())
       f.trailer_sizes_.push_back(size);
   }

@@ -160,11 +160,8 @@ DecodeStatus DecodeMmap(Bytes bytes, const perf_event_header& h, const SampleLay
         // Enricher::OnRecord).  They are the inode layout.
         m.format = MmapFormat::kMmap2;
         m.stray_build_id_bit = true;
-        m.has_inode = true;
-        std::memcpy(&m.maj, raw, sizeof(m.maj));
-        std::memcpy(&m.min, raw + 4, sizeof(m.min));
-        std::memcpy(&m.ino, raw + 8, sizeof(m.ino));
-        std::memcpy(&m.ino_generation, raw + 16, sizeof(m.ino_generation));
+        Cursor inode(raw, raw + sizeof(raw));
+        ReadInodeIdentity(inode, m);
       }
     } else {
       m.format = MmapFormat::kMmap2;
