@@ -49,13 +49,20 @@ namespace {
 // Read-write: opening does not wait for a writer, and the last writer
 // closing is not an end of file; a command may come from each of many
 // `echo ping > CTL`.  Blocking: the read is io_uring's to wait on.
+// Checked before it is opened too: opening a device runs its driver's
+// open (a tape rewinds, a watchdog starts), whatever is read from it later.
 Result<UniqueFd> OpenFifo(const std::string& path) {
+  auto not_fifo = [&]() {
+    return Status::Failure(fmt::format("--control: {} is not a FIFO (make one with mkfifo)", path));
+  };
+  struct stat before;
+  if (stat(path.c_str(), &before) != 0) return ErrnoStatus("--control: stat " + path);
+  if (!S_ISFIFO(before.st_mode)) return not_fifo();
   UniqueFd fd(open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus("--control: open " + path);
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return ErrnoStatus("--control: stat " + path);
-  if (!S_ISFIFO(st.st_mode))
-    return Status::Failure(fmt::format("--control: {} is not a FIFO (make one with mkfifo)", path));
+  if (!S_ISFIFO(st.st_mode)) return not_fifo();
   return fd;
 }
 

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <chrono>
 
+#include <fmt/format.h>
+
 namespace mmap3 {
 namespace {
 
@@ -162,11 +164,37 @@ Status WriteToFd(int fd, std::string_view data, const std::string& what) {
   return {};
 }
 
-Status ReplaceFile(const std::string& path, std::string_view data) {
+Result<UniqueFd> OpenOutputInPlace(const std::string& path) {
   struct stat st;
-  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  if (lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return UniqueFd();
+  if (S_ISLNK(st.st_mode)) {
+    // The reader's own descriptors, which only its caller can have set up.
+    const bool own = path == "/dev/stdout" || path == "/dev/stderr" ||
+                     path.starts_with("/dev/fd/") || path.starts_with("/proc/self/fd/");
+    if (!own) return UniqueFd();
     UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd.valid()) return ErrnoStatus("open " + path);
+    return fd;
+  }
+  if (st.st_uid != 0 && st.st_uid != geteuid())
+    return Status::Failure(fmt::format(
+        "{} is {} owned by uid {}: not writing the output into another user's {} (remove it, "
+        "or write the output elsewhere)",
+        path, KindOf(st.st_mode), st.st_uid, S_ISFIFO(st.st_mode) ? "FIFO" : "file"));
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("open " + path);
+  struct stat opened;
+  if (fstat(fd.get(), &opened) != 0) return ErrnoStatus("fstat " + path);
+  if (opened.st_dev != st.st_dev || opened.st_ino != st.st_ino)
+    return Status::Failure(path + " was replaced while it was opened: not writing to it");
+  return fd;
+}
+
+Status ReplaceFile(const std::string& path, std::string_view data) {
+  Result<UniqueFd> in_place = OpenOutputInPlace(path);
+  if (!in_place.ok()) return in_place.status();
+  if (in_place->valid()) {
+    UniqueFd fd = std::move(*in_place);
     if (isatty(fd.get()))
       return Status::Failure(path + " is a terminal: not writing binary data to it");
     if (Status s = WriteToFd(fd.get(), data, path); !s.ok()) return s;
@@ -180,7 +208,9 @@ Status ReplaceFile(const std::string& path, std::string_view data) {
   UniqueFd fd;
   std::string temp;
   for (unsigned attempt = 0; !fd.valid() && attempt < 64; ++attempt) {
-    temp = "." + base + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(attempt);
+    // Random: names another user could guess beside an output in /tmp
+    // could all be taken before it is written.
+    temp = fmt::format(".{}.{:016x}", base.substr(0, 200), RandomWord());
     fd.Reset(openat(dirfd.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                     0666));
     if (!fd.valid() && errno != EEXIST) return ErrnoStatus("create a file beside " + path);

@@ -85,11 +85,22 @@ Status WriteAll(int fd, const void* data, size_t size, uint64_t offset, const st
 // EINTR and short writes: pipes); `what` names it in the error.
 Status WriteToFd(int fd, std::string_view data, const std::string& what);
 
-// Makes `path` hold exactly `data`.  A regular file (or a symlink to one,
-// or nothing) is replaced by rename from a file written and synced beside
-// it, so that the path never names a partial file and an existing one keeps
-// its contents if anything fails.  Anything else (a device, a FIFO,
-// /dev/stdout) is written in place, unless it is a terminal: an error.
+// An output written where it is, opened for writing; or an invalid fd: the
+// output is a new file that replaces what `path` names.  Written in place:
+// a device or a FIFO (not followed through a symlink) that root or this
+// user owns, and the reader's own descriptors named as /dev/stdout,
+// /dev/stderr, /dev/fd/N or /proc/self/fd/N.  Replaced: nothing, a regular
+// file, any other symlink (the link, not what it points at: a link planted
+// in /tmp does not steer the output).  An error for a device or FIFO
+// another user owns (another user would read the output, or hold the
+// writer forever).
+Result<UniqueFd> OpenOutputInPlace(const std::string& path);
+
+// Makes `path` hold exactly `data`.  Replaced (see OpenOutputInPlace()) by
+// rename from a file written and synced beside it under a random name, so
+// that the path never names a partial file and an existing one keeps its
+// contents if anything fails.  Written in place, what OpenOutputInPlace()
+// opens, unless it is a terminal: an error.
 Status ReplaceFile(const std::string& path, std::string_view data);
 
 // Everything from offset 0 to the end (pread, retried on EINTR); an error,

@@ -66,12 +66,12 @@ Result<PerfDataWriter> PerfDataWriter::Create(const std::string& path,
                                               std::vector<PerfFileAttr> attrs, bool use_tmpfile) {
   PerfDataWriter w;
   w.path_ = path;
-  struct stat st;
-  if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+  Result<UniqueFd> in_place = OpenOutputInPlace(path);
+  if (!in_place.ok()) return in_place.status();
+  if (in_place->valid()) {
     // A device (/dev/null), not a file to replace.
     w.in_place_ = true;
-    w.fd_.Reset(open(path.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!w.fd_.valid()) return ErrnoStatus("open " + path);
+    w.fd_ = std::move(*in_place);
   } else {
     // Written beside the output, under no name or a hidden one, so that
     // nothing incomplete ever has the output's name (see the header).

@@ -122,5 +122,82 @@ TEST(OpenRegularFileTest, RefusesDirectoriesAndDevices) {
   EXPECT_FALSE(OpenRegularFile(dir.File("missing")).ok());
 }
 
+std::string ReadWhole(const std::string& path) {
+  auto fd = OpenRegularFile(path);
+  if (!fd.ok()) return "<" + fd.status().ToString() + ">";
+  auto bytes = ReadAllFd(fd->get(), 1 << 20, path);
+  return bytes.ok() ? *bytes : "<" + bytes.status().ToString() + ">";
+}
+
+// An output named through a symlink (one another user planted in /tmp, say)
+// replaces the link, whatever it points at: a regular file keeps its
+// bytes, and a device (here /dev/null, in the review a block device) is
+// not written.
+TEST(OutputTest, ASymlinkIsReplacedNotWrittenThrough) {
+  TempDir dir;
+  const std::string target = dir.File("target");
+  ASSERT_TRUE(ReplaceFile(target, "the target's own bytes").ok());
+  for (const std::string& to : {target, std::string("/dev/null")}) {
+    SCOPED_TRACE(to);
+    const std::string link = dir.File("out.svg");
+    unlink(link.c_str());
+    ASSERT_EQ(symlink(to.c_str(), link.c_str()), 0);
+    auto in_place = OpenOutputInPlace(link);
+    ASSERT_TRUE(in_place.ok()) << in_place.status().ToString();
+    EXPECT_FALSE(in_place->valid());
+    ASSERT_TRUE(ReplaceFile(link, "the output").ok());
+    struct stat st;
+    ASSERT_EQ(lstat(link.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode)) << "the link is still there";
+    EXPECT_EQ(ReadWhole(link), "the output");
+  }
+  EXPECT_EQ(ReadWhole(target), "the target's own bytes");
+}
+
+// A FIFO another user owns is refused before it is opened: its owner would
+// read the output, or (no reader) hold the writer forever.
+TEST(OutputTest, AnotherUsersFifoIsRefusedWithoutOpeningIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the FIFO to another user";
+  TempDir dir;
+  const std::string fifo = dir.File("prof.pb.gz");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0666), 0);
+  ASSERT_EQ(chown(fifo.c_str(), 65534, 65534), 0);
+  // A reader waiting in open() gets through only if the output opens it.
+  std::atomic<bool> reader_through{false};
+  std::thread reader([&] {
+    int r = open(fifo.c_str(), O_RDONLY | O_CLOEXEC);
+    reader_through = true;
+    if (r >= 0) close(r);
+  });
+  Status s = ReplaceFile(fifo, "root's profile");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("owned by uid 65534"), std::string::npos) << s.ToString();
+  auto in_place = OpenOutputInPlace(fifo);
+  EXPECT_FALSE(in_place.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(reader_through) << "the FIFO was opened for writing";
+  int w = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // let the reader finish
+  reader.join();
+  if (w >= 0) close(w);
+  struct stat st;
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+}
+
+// The caller's own descriptors (/dev/stdout, /dev/fd/N, /proc/self/fd/N) are
+// symlinks that are written through, in place.
+TEST(OutputTest, OwnDescriptorsAreWrittenInPlace) {
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  UniqueFd r(p[0]), w(p[1]);
+  for (const std::string& path :
+       {"/proc/self/fd/" + std::to_string(w.get()), "/dev/fd/" + std::to_string(w.get())}) {
+    ASSERT_TRUE(ReplaceFile(path, "ok").ok()) << path;
+    char buf[8] = {};
+    ASSERT_EQ(read(r.get(), buf, sizeof(buf)), 2) << path;
+    EXPECT_EQ(std::string(buf, 2), "ok") << path;
+  }
+}
+
 }  // namespace
 }  // namespace mmap3
