@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <string_view>
 
 #include "dso_store.h"
+#include "files.h"
 #include "fixtures.h"
 
 namespace mmap3 {
@@ -107,6 +109,65 @@ TEST(ElfFileTest, SymbolsAndOffsetConversionInNonPieExecutable) {
   uint64_t offset = known->addr - text->vaddr + text->offset;
   EXPECT_EQ(elf->FileOffsetToVaddr(offset), known->addr);
   EXPECT_FALSE(elf->FileOffsetToVaddr(1ull << 40).has_value());
+}
+
+// Another user truncates a file while the reader (root, mid-capture) reads
+// it: the read sees a shorter file and gives less, it does not kill the
+// reader.  Through a mapping of the file (libelf's ELF_C_READ_MMAP), the
+// symbol table's pages would be gone and the read a SIGBUS: this test's
+// process would die.
+TEST(ElfFileTest, AFileTruncatedWhileOpenIsReadNotFaultedOn) {
+  TempDir dir;
+  ASSERT_TRUE(testing::CompileC(
+      "__attribute__((noinline)) int known_function(int x) { return x * 3 + 1; }\n"
+      "int main(int c, char** v) { (void)v; return known_function(c); }\n",
+      dir.File("exe"), "-no-pie"));
+  auto elf = ElfFile::Open(dir.File("exe"));
+  ASSERT_TRUE(elf.ok()) << elf.status().ToString();
+  ASSERT_EQ(truncate(dir.File("exe").c_str(), 0), 0);
+  const std::vector<ElfSymbol> syms = elf->ReadSymbols();  // no signal
+  EXPECT_EQ(FindByName(syms, "known_function"), nullptr) << "its bytes are gone";
+}
+
+// A header that claims more sections than any linked object has (through
+// section 0's extended count, in a file of 128 bytes) is refused before
+// libelf allocates for each of them.
+TEST(ElfFileTest, MillionsOfSectionHeadersAreRefusedUpFront) {
+  TempDir dir;
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_DYN;
+  eh.e_machine = EM_X86_64;
+  eh.e_version = EV_CURRENT;
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  eh.e_shentsize = sizeof(Elf64_Shdr);
+  eh.e_shoff = sizeof(Elf64_Ehdr);
+  eh.e_shnum = 0;  // extended: section 0's sh_size
+  Elf64_Shdr sh0{};
+  sh0.sh_size = 15'000'000;
+  std::string bytes(reinterpret_cast<const char*>(&eh), sizeof(eh));
+  bytes.append(reinterpret_cast<const char*>(&sh0), sizeof(sh0));
+  ASSERT_TRUE(ReplaceFile(dir.File("many.so"), bytes).ok());
+  auto elf = ElfFile::Open(dir.File("many.so"));
+  ASSERT_FALSE(elf.ok());
+  EXPECT_NE(elf.status().ToString().find("15000000 section"), std::string::npos)
+      << elf.status().ToString();
+  auto fd = OpenRegularFile(dir.File("many.so"));
+  ASSERT_TRUE(fd.ok());
+  auto id = ReadBuildIdFromFd(fd->get(), "many.so");
+  EXPECT_FALSE(id.ok());
+  // 65,536 (the most a file without extended numbering can claim, plus one)
+  // still opens as far as the headers go.
+  sh0.sh_size = 1 << 16;
+  bytes.replace(sizeof(eh), sizeof(sh0), reinterpret_cast<const char*>(&sh0), sizeof(sh0));
+  ASSERT_TRUE(ReplaceFile(dir.File("many.so"), bytes).ok());
+  auto fewer = ElfFile::Open(dir.File("many.so"));
+  if (!fewer.ok())
+    EXPECT_EQ(fewer.status().ToString().find("more than this reader reads"), std::string::npos)
+        << fewer.status().ToString();
 }
 
 TEST(ElfFileTest, StrippedLibraryStillHasDynamicSymbols) {
