@@ -11,9 +11,13 @@ void CacheFeed::AddFile(uint32_t pid, uint64_t start, uint64_t end, const BuildI
                      std::string_view path, BuildIdCache::Priority priority) {
   if (cache_ == nullptr || id.empty() || cache_->Seen(id)) return;
   if (path == "[vdso]") {
-    // No file: the image comes from the process's memory.  The cache checks
-    // the copy's build-id, so another image is never stored under this id.
-    if (auto fd = system_.OpenVdso(pid, start, end); fd.ok())
+    // No file: the image comes from the process's memory, which the process
+    // can rewrite (its vDSO is private copy-on-write memory), note and code
+    // alike.  Stored under the id it claims, it would name other processes'
+    // samples: of the vDSO, or of a library whose id it copied (helper-57's
+    // review).  Only the kernel's image is stored: byte for byte the
+    // reader's own.  (A 32-bit process's vDSO is another image: not stored.)
+    if (auto fd = system_.OpenVdso(pid, start, end); fd.ok() && IsOwnVdso(fd->get()))
       cache_->Add(id, "[vdso]", std::move(*fd), priority);
     return;
   }
@@ -30,7 +34,27 @@ void CacheFeed::AddFile(uint32_t pid, uint64_t start, uint64_t end, const BuildI
     if (!path_id.ok() || *path_id != id) return;
     fd = std::move(path_fd);
   }
+  // A file another user can write holds whatever build-id note its owner
+  // gave it: stored, a copy of a system library with that library's id and
+  // symbols of its owner's choosing would name everyone's samples of the
+  // library, in this capture's report and in any later one (helper-57's
+  // review).  Not stored, and not marked seen: the library's own file, when
+  // a mapping of it comes, still is.
+  if (!IsTrustedFd(fd->get())) return;
   cache_->Add(id, std::string(path), std::move(*fd), priority);
+}
+
+bool CacheFeed::IsOwnVdso(int fd) {
+  if (!own_vdso_) {
+    own_vdso_.emplace();
+    if (auto own = system_.OpenOwnVdso(); own.ok()) {
+      if (auto bytes = ReadAllFd(own->get(), 1 << 20, "[vdso]"); bytes.ok())
+        *own_vdso_ = std::move(*bytes);
+    }
+  }
+  if (own_vdso_->empty()) return false;
+  auto bytes = ReadAllFd(fd, 1 << 20, "[vdso]");
+  return bytes.ok() && *bytes == *own_vdso_;
 }
 
 void CacheFeed::AddKallsyms(const BuildId& kernel_id,

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -38,8 +39,13 @@ class CacheFeed {
   void AddModuleSymbols(const BuildId& id, const std::string& name, const KernelModule& module);
 
  private:
+  // Whether the image behind `fd` is byte for byte the reader's own
+  // [vdso] (read once).
+  bool IsOwnVdso(int fd);
+
   BuildIdCache* cache_;
   LiveSystem& system_;
+  std::optional<std::string> own_vdso_;  // empty: none could be read
 };
 
 }  // namespace mmap3

@@ -84,10 +84,21 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
   // paths always give the same file.
   std::vector<std::string> paths = dso.paths;
   std::sort(paths.begin(), paths.end());
+  // A recorded path another user can write (IsTrustedFile()) comes last,
+  // and gives symbols or layout only where nothing else did: its build-id
+  // note is whatever its owner wrote, so a copy of a system library with
+  // that library's id and a .symtab of its owner's choosing would
+  // otherwise name the samples of everyone's copy of the library
+  // (helper-57's review).
+  std::vector<std::string> others;
   if (search_.use_recorded_paths) {
     for (const std::string& p : paths) {
       // not "[vdso]", "//anon", relative
-      if (p.starts_with('/')) candidates.emplace_back(p, SymbolSource::kRecordedPath);
+      if (!p.starts_with('/')) continue;
+      if (IsTrustedFile(p))
+        candidates.emplace_back(p, SymbolSource::kRecordedPath);
+      else
+        others.push_back(p);
     }
   }
   // Layout (PT_LOAD offsets) must come from an image: objcopy
@@ -98,8 +109,16 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
   bool have_symbols = false, full = false, have_layout = false;
   std::string symbol_file;
   SymbolSource symbol_source = SymbolSource::kNone;
-  auto consider = [&](const std::string& path, SymbolSource source) {
-    auto elf = ElfFile::Open(path);
+  auto consider = [&](const std::string& path, SymbolSource source, bool trusted = true) {
+    auto fd = OpenRegularFile(path);
+    if (!fd.ok()) return;
+    // The file opened, not the path looked at before: a path can be
+    // switched between the two.
+    if (trusted == false || !IsTrustedFd(fd->get())) {
+      if (have_symbols && have_layout) return;
+      trusted = false;
+    }
+    auto elf = ElfFile::FromFd(std::move(*fd), path);
     if (!elf.ok()) return;
     if (elf->build_id() != dso.build_id) {
       dso.refused.push_back(path);
@@ -112,7 +131,7 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
       have_layout = true;
     }
     const bool has_symtab = elf->HasSymtab();
-    if (!full && (has_symtab || !have_symbols)) {
+    if (!full && (has_symtab || !have_symbols) && (trusted || !have_symbols)) {
       symbols = elf->ReadSymbols();
       symbol_file = path;
       symbol_source = source;
@@ -123,6 +142,10 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
   for (const auto& [path, source] : candidates) {
     if (full && have_layout) break;
     consider(path, source);
+  }
+  for (const std::string& path : others) {
+    if (have_symbols && have_layout) break;
+    consider(path, SymbolSource::kRecordedPath, false);
   }
   // Nothing here has the build-id: the servers may.  The image first (it
   // gives the layout, and often the symbols), then the debug file if the

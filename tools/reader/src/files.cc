@@ -164,6 +164,22 @@ Status WriteToFd(int fd, std::string_view data, const std::string& what) {
   return {};
 }
 
+namespace {
+bool IsTrustedStat(const struct stat& st) {
+  return (st.st_uid == 0 || st.st_uid == geteuid()) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+}  // namespace
+
+bool IsTrustedFd(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && IsTrustedStat(st);
+}
+
+bool IsTrustedFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && IsTrustedStat(st);
+}
+
 Result<UniqueFd> OpenOutputInPlace(const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return UniqueFd();

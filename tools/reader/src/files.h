@@ -96,6 +96,14 @@ Status WriteToFd(int fd, std::string_view data, const std::string& what);
 // writer forever).
 Result<UniqueFd> OpenOutputInPlace(const std::string& path);
 
+// Whether a file is one only root or this process's user can write: owned
+// by either, and not writable by its group or by others.  What the reader
+// keeps or reports as another file's contents (the build-id cache, symbols
+// for other processes' samples) comes only from such files.  The path's
+// form stats what it names now; the fd's, what was opened.
+bool IsTrustedFd(int fd);
+bool IsTrustedFile(const std::string& path);
+
 // Makes `path` hold exactly `data`.  Replaced (see OpenOutputInPlace()) by
 // rename from a file written and synced beside it under a random name, so
 // that the path never names a partial file and an existing one keeps its

@@ -69,6 +69,8 @@ Result<UniqueFd> ProcLiveSystem::OpenVdso(uint32_t pid, uint64_t start, uint64_t
       pid, [&](uint32_t id) { return ReadVdsoImage(static_cast<pid_t>(id), start, end); });
 }
 
+Result<UniqueFd> ProcLiveSystem::OpenOwnVdso() { return OwnVdsoImage(); }
+
 uint64_t ProcLiveSystem::MonotonicNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -39,6 +39,9 @@ class LiveSystem {
   virtual Result<UniqueFd> OpenMapping(uint32_t pid, uint64_t start, uint64_t end) = 0;
   // A copy of the [vdso] image mapped at [start, end) in process `pid`.
   virtual Result<UniqueFd> OpenVdso(uint32_t pid, uint64_t start, uint64_t end) = 0;
+  // A copy of this process's own [vdso] image: the kernel's, which no other
+  // process can have written.
+  virtual Result<UniqueFd> OpenOwnVdso() = 0;
   // The events' clock (CLOCK_MONOTONIC, ns), and the clock of file times.
   virtual uint64_t MonotonicNs() = 0;
   virtual timespec RealTime() = 0;
@@ -59,6 +62,7 @@ class ProcLiveSystem final : public LiveSystem {
   // live on (a zombie leader) is read through a live thread.
   Result<UniqueFd> OpenMapping(uint32_t pid, uint64_t start, uint64_t end) override;
   Result<UniqueFd> OpenVdso(uint32_t pid, uint64_t start, uint64_t end) override;
+  Result<UniqueFd> OpenOwnVdso() override;
   uint64_t MonotonicNs() override;
   timespec RealTime() override;
   std::optional<PerfMapOwner> ProcessOwner(pid_t pid) override;

@@ -79,6 +79,12 @@ class FakeSystem final : public LiveSystem {
   Result<UniqueFd> OpenVdso(uint32_t pid, uint64_t start, uint64_t) override {
     return Open(pid, start);
   }
+  // The reader's own [vdso]: the file a test names (none: unreadable).
+  std::string own_vdso;
+  Result<UniqueFd> OpenOwnVdso() override {
+    if (own_vdso.empty()) return Status::Failure("no [vdso] of our own");
+    return OpenRegularFile(own_vdso);
+  }
   uint64_t MonotonicNs() override {
     const uint64_t t = kStep * (clock_readings.size() + 1000);
     clock_readings.push_back(t);
@@ -595,6 +601,56 @@ TEST_F(EnricherTest, AFilledFileGoesToTheBuildIdCacheFromItsMapping) {
   struct stat st;
   EXPECT_EQ(stat(BuildIdCache::ElfPath(cache_dir.path(), "/gone/libx.so", Id(kIdV1)).c_str(), &st),
             0);
+}
+
+// A copy of a library that another user can write claims the library's
+// build-id with its owner's symbols: it is not stored under that id, and
+// does not stop the library itself, mapped later, from being stored.
+TEST_F(EnricherTest, AFileAnotherUserCanWriteIsNotCachedButTheLibraryIs) {
+  TempDir cache_dir, theirs;
+  const std::string copy = theirs.File("libx.so");
+  {
+    auto bytes = ReadAllFd(OpenRegularFile(Fixture("v1.so"))->get(), 1 << 24, "v1.so");
+    ASSERT_TRUE(bytes.ok());
+    ASSERT_TRUE(ReplaceFile(copy, *bytes).ok());
+  }
+  ASSERT_EQ(chmod(copy.c_str(), 0666), 0);  // anyone can write it
+  BuildIdCache cache(cache_dir.path());
+  cache.Start();
+  system_.mapped[{kPid, kLibStart}] = copy;
+  system_.mapped[{kPid + 1, kLibStart}] = Fixture("v1.so");
+  Make(CaptureMode::kMmap2, &cache);
+  auto out = Feed(EncodeMmap(Mmap2(kPid, kLibStart, kLibEnd, "/home/them/libx.so", 5), kFormat));
+  ASSERT_EQ(out.size(), 1u);
+  out = Feed(EncodeMmap(Mmap2(kPid + 1, kLibStart, kLibEnd, "/usr/lib/libx.so", 5), kFormat));
+  ASSERT_EQ(out.size(), 1u);
+  cache.Stop();
+  EXPECT_EQ(cache.stats().copied, 1u);
+  struct stat st;
+  EXPECT_NE(
+      stat(BuildIdCache::ElfPath(cache_dir.path(), "/home/them/libx.so", Id(kIdV1)).c_str(), &st),
+      0);
+  EXPECT_EQ(
+      stat(BuildIdCache::ElfPath(cache_dir.path(), "/usr/lib/libx.so", Id(kIdV1)).c_str(), &st), 0);
+}
+
+// A process can rewrite its own [vdso] (build-id note included): only an
+// image that is byte for byte the reader's own vDSO is stored.
+TEST_F(EnricherTest, OnlyTheReadersOwnVdsoImageIsCached) {
+  for (const char* own : {"v2.so", "vdso.so"}) {
+    SCOPED_TRACE(own);
+    TempDir cache_dir;
+    BuildIdCache cache(cache_dir.path());
+    cache.Start();
+    system_.mapped[{kPid, kVdsoStart}] = Fixture("vdso.so");
+    system_.own_vdso = Fixture(own);
+    Make(CaptureMode::kMmap2, &cache);
+    auto out = Feed(EncodeMmap(Mmap2(kPid, kVdsoStart, kVdsoEnd, "[vdso]", 5), kFormat));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(AsMmap(out[0]).build_id, Id(kIdV3)) << "the process's own samples keep its id";
+    cache.Stop();
+    EXPECT_EQ(cache.stats().copied, std::string(own) == "vdso.so" ? 1u : 0u);
+  }
 }
 
 // JIT maps (/tmp/perf-PID.map) of processes with anonymous executable memory.

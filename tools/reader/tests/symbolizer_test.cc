@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -56,6 +57,39 @@ TEST_F(SymbolizerTest, UsesTheRecordedPathWhenItsBuildIdMatches) {
   Symbolizer sym(store);
   MappedObject o = Object(lib_, kIdV1);
   EXPECT_EQ(sym.Symbolize(o, testing::FunctionFileOffset(v1_, "only_in_v1")), "only_in_v1");
+}
+
+// Another user's copy of a library, with the library's build-id and a
+// .symtab of its owner's naming, does not name the samples of the
+// library's own file (which has only .dynsym); the library's names do.
+TEST_F(SymbolizerTest, AFileAnotherUserCanWriteDoesNotNameAnotherFilesSamples) {
+  const std::string forged = dir_.File("a_forged.so"), stripped = dir_.File("b_libx.so");
+  ASSERT_EQ(std::system(fmt::format("objcopy --redefine-sym only_in_v1=attacker_fn {} {}", v1_,
+                                    forged).c_str()), 0);
+  ASSERT_EQ(std::system(fmt::format("strip --strip-all -o {} {}", stripped, v1_).c_str()), 0);
+  ASSERT_EQ(chmod(forged.c_str(), 0666), 0);  // anyone can write it
+  ASSERT_TRUE(ElfFile::Open(forged)->HasSymtab());
+  ASSERT_FALSE(ElfFile::Open(stripped)->HasSymtab());
+  const uint64_t offset = testing::FunctionFileOffset(v1_, "only_in_v1");
+  {
+    DsoStore store(PathsOnly());
+    Symbolizer sym(store);
+    store.Get(Id(kIdV1), forged);  // a mapping of the copy was recorded too
+    EXPECT_EQ(sym.Symbolize(Object(stripped, kIdV1), offset), "only_in_v1");
+  }
+  // Its own file still names its own samples when nothing else can.
+  {
+    DsoStore store(PathsOnly());
+    Symbolizer sym(store);
+    EXPECT_EQ(sym.Symbolize(Object(forged, kIdV1), offset), "attacker_fn");
+  }
+  // Only the mode makes the difference: written by no one else, the
+  // .symtab wins, as it should.
+  ASSERT_EQ(chmod(forged.c_str(), 0644), 0);
+  DsoStore store(PathsOnly());
+  Symbolizer sym(store);
+  store.Get(Id(kIdV1), forged);
+  EXPECT_EQ(sym.Symbolize(Object(stripped, kIdV1), offset), "attacker_fn");
 }
 
 // A PLT stub of a C++ function is demangled as the function is, with
