@@ -89,6 +89,26 @@ void Enricher::OnRecord(Bytes record) {
     it->second.exited = true;
     return;
   }
+  if (h.type == PERF_RECORD_COMM && (h.misc & PERF_RECORD_MISC_COMM_EXEC) != 0 &&
+      !perf_map_watch_.empty()) {
+    next_.OnRecord(record);
+    // An exec by a process whose JIT code is watched: the map at its pid's
+    // name described the image before, and may be left for the image after
+    // to run code at the same addresses (helper-57's review).  One map per
+    // pid cannot tell the two images' code apart: neither gets any names.
+    Record r;
+    if (DecodeRecord(record, options_.format, &r) != DecodeStatus::kOk) return;
+    const uint32_t pid = std::get<CommRecord>(r).pid;
+    auto it = perf_map_watch_.find(pid);
+    if (it == perf_map_watch_.end() || it->second.reused) return;
+    it->second.reused = it->second.exited = true;  // never read again
+    options_.perf_maps->Forget(pid);
+    options_.perf_maps->Refuse(
+        pid, fmt::format("/tmp/{}: pid {} ran exec after its JIT code was mapped; one map "
+                         "cannot tell the two programs' code apart",
+                         PerfMapFileName(pid), pid));
+    return;
+  }
   if (h.type == PERF_RECORD_BPF_EVENT) {
     OnBpfEvent(record);
     return;
@@ -108,7 +128,7 @@ void Enricher::WatchPerfMap(uint32_t pid) {
     w.owner = system_.ProcessOwner(static_cast<pid_t>(pid));
     return;
   }
-  if (!w.exited || w.reused) return;
+  if (!w.exited || w.reused) return;  // (reused: also an exec, see OnRecord)
   // A pid that exited and is in use again by another process.  The capture
   // keeps one map per pid and the report looks JIT code up by pid: either
   // process's code would get the other's names.  Neither gets any.

@@ -151,8 +151,8 @@ class Enricher final : public CaptureSink {
     std::optional<PerfMapOwner> owner;  // read when the watch began
     std::optional<PerfMapStamp> stamp;  // of the version last read
     bool exited = false;
-    // The pid was used by a second process during the capture: never read
-    // again (see WatchPerfMap).
+    // The pid was used by a second process, or a second program after an
+    // exec, during the capture: never read again (see WatchPerfMap).
     bool reused = false;
   };
   // A mapping a JIT map may name: watch its process's map.

@@ -810,6 +810,42 @@ TEST_F(PerfMapWatchTest, APidInUseAgainAfterItsExitNamesTheJitCodeOfNeither) {
   EXPECT_EQ(Asks(), 2u);  // the first process's poll and exit; nothing after the reuse
 }
 
+// An exec after the JIT code was mapped: the map at the pid's name was the
+// old program's, and the new one's code at the same addresses would take
+// its names (helper-57's review).  Neither gets any.
+TEST_F(PerfMapWatchTest, AnExecAfterJitCodeNamesTheJitCodeOfNeitherProgram) {
+  system_.owners[kPid] = {1000, 1000};
+  system_.perf_map_reads[kPid] = {Read("10000 10 before_exec\n")};
+  MakeWatching();
+  Feed(Anon(kPid));
+  enricher_->PollPerfMaps();
+  EXPECT_EQ(NameAt(kPid, 0x10000), "before_exec");
+  CommRecord c;
+  c.pid = c.tid = kPid;
+  c.exec = true;
+  c.comm = "next";
+  c.sample_id = {true, true, true, true, kPid, kPid, 40, 77, 0};
+  Feed(EncodeComm(c, kFormat));
+  Feed(Anon(kPid));  // the new program's JIT code
+  enricher_->PollPerfMaps();
+  enricher_->FinishPerfMaps();
+  EXPECT_EQ(maps_.Find(kPid), nullptr);
+  EXPECT_EQ(NameAt(kPid, 0x10000), "(none)");
+  ASSERT_EQ(maps_.refusals().size(), 1u);
+  EXPECT_NE(maps_.refusals()[0].reason.find("ran exec"), std::string::npos)
+      << maps_.refusals()[0].reason;
+  EXPECT_EQ(Asks(), 1u);  // the poll before the exec; nothing after it
+  // A comm change that is not an exec changes nothing.
+  system_.perf_map_reads[kPid + 1] = {Read("10000 10 renamed_thread_ok\n")};
+  system_.owners[kPid + 1] = {1000, 1000};
+  Feed(Anon(kPid + 1));
+  c.pid = c.tid = kPid + 1;
+  c.exec = false;
+  Feed(EncodeComm(c, kFormat));
+  enricher_->PollPerfMaps();
+  EXPECT_EQ(NameAt(kPid + 1, 0x10000), "renamed_thread_ok");
+}
+
 // -a and -p: a process that existed before the capture.
 class SynthesisTest : public EnricherTest {
  protected:
