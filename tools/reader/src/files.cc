@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 
@@ -184,12 +185,23 @@ Result<UniqueFd> OpenOutputInPlace(const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return UniqueFd();
   if (S_ISLNK(st.st_mode)) {
-    // The reader's own descriptors, which only its caller can have set up.
-    const bool own = path == "/dev/stdout" || path == "/dev/stderr" ||
-                     path.starts_with("/dev/fd/") || path.starts_with("/proc/self/fd/");
-    if (!own) return UniqueFd();
-    UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd.valid()) return ErrnoStatus("open " + path);
+    // The reader's own descriptors, which only its caller can have set up:
+    // duplicated, not opened again, so that the output goes on where the
+    // caller's descriptor is (after what a shell script wrote before it,
+    // at the end of a file opened to append), as with `-o -`.
+    int own = -1;
+    if (path == "/dev/stdout") own = 1;
+    if (path == "/dev/stderr") own = 2;
+    for (std::string_view dir : {"/dev/fd/", "/proc/self/fd/"}) {
+      if (!path.starts_with(dir)) continue;
+      const std::string_view n = std::string_view(path).substr(dir.size());
+      int v = 0;
+      auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+      if (ec == std::errc() && end == n.data() + n.size() && !n.empty()) own = v;
+    }
+    if (own < 0) return UniqueFd();
+    UniqueFd fd(fcntl(own, F_DUPFD_CLOEXEC, 3));
+    if (!fd.valid()) return ErrnoStatus("duplicate the descriptor of " + path);
     return fd;
   }
   if (st.st_uid != 0 && st.st_uid != geteuid())

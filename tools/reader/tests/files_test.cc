@@ -185,8 +185,11 @@ TEST(OutputTest, AnotherUsersFifoIsRefusedWithoutOpeningIt) {
 }
 
 // The caller's own descriptors (/dev/stdout, /dev/fd/N, /proc/self/fd/N) are
-// symlinks that are written through, in place.
-TEST(OutputTest, OwnDescriptorsAreWrittenInPlace) {
+// written where they are: a pipe gets the bytes, and a file the caller
+// opened to append (`>> log`, or a script's header before the output)
+// keeps what it had, the output after it (helper-58: opened again, the
+// path wrote from offset 0 over the caller's bytes).
+TEST(OutputTest, OwnDescriptorsAreWrittenWhereTheyAre) {
   int p[2];
   ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
   UniqueFd r(p[0]), w(p[1]);
@@ -197,6 +200,17 @@ TEST(OutputTest, OwnDescriptorsAreWrittenInPlace) {
     ASSERT_EQ(read(r.get(), buf, sizeof(buf)), 2) << path;
     EXPECT_EQ(std::string(buf, 2), "ok") << path;
   }
+  TempDir dir;
+  const std::string log = dir.File("log");
+  ASSERT_TRUE(ReplaceFile(log, "header\n").ok());
+  UniqueFd append(open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+  ASSERT_TRUE(append.valid());
+  ASSERT_TRUE(ReplaceFile("/dev/fd/" + std::to_string(append.get()), "output\n").ok());
+  UniqueFd plain(open(log.c_str(), O_WRONLY | O_CLOEXEC));
+  ASSERT_TRUE(plain.valid());
+  ASSERT_EQ(lseek(plain.get(), 0, SEEK_END), 14);
+  ASSERT_TRUE(ReplaceFile("/proc/self/fd/" + std::to_string(plain.get()), "footer\n").ok());
+  EXPECT_EQ(ReadWhole(log), "header\noutput\nfooter\n");
 }
 
 }  // namespace
