@@ -84,21 +84,17 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
   // paths always give the same file.
   std::vector<std::string> paths = dso.paths;
   std::sort(paths.begin(), paths.end());
-  // A recorded path another user can write (IsTrustedFile()) comes last,
-  // and gives symbols or layout only where nothing else did: its build-id
-  // note is whatever its owner wrote, so a copy of a system library with
-  // that library's id and a .symtab of its owner's choosing would
-  // otherwise name the samples of everyone's copy of the library
-  // (helper-57's review).
-  std::vector<std::string> others;
+  // A recorded path another user can write (IsTrustedFile()) is not a
+  // candidate for the DSO: its build-id note is whatever its owner wrote,
+  // so a copy of a system library with that library's id and a .symtab of
+  // its owner's choosing would name the samples of everyone's copy of the
+  // library (helper-57's review).  It names only its own path's mappings,
+  // and only where nothing here has the id (SymbolsFor()).
   if (search_.use_recorded_paths) {
     for (const std::string& p : paths) {
       // not "[vdso]", "//anon", relative
       if (!p.starts_with('/')) continue;
-      if (IsTrustedFile(p))
-        candidates.emplace_back(p, SymbolSource::kRecordedPath);
-      else
-        others.push_back(p);
+      if (IsTrustedFile(p)) candidates.emplace_back(p, SymbolSource::kRecordedPath);
     }
   }
   // Layout (PT_LOAD offsets) must come from an image: objcopy
@@ -109,15 +105,12 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
   bool have_symbols = false, full = false, have_layout = false;
   std::string symbol_file;
   SymbolSource symbol_source = SymbolSource::kNone;
-  auto consider = [&](const std::string& path, SymbolSource source, bool trusted = true) {
+  auto consider = [&](const std::string& path, SymbolSource source) {
     auto fd = OpenRegularFile(path);
     if (!fd.ok()) return;
     // The file opened, not the path looked at before: a path can be
-    // switched between the two.
-    if (trusted == false || !IsTrustedFd(fd->get())) {
-      if (have_symbols && have_layout) return;
-      trusted = false;
-    }
+    // switched between the two.  (Cache and debug files are root's.)
+    if (source == SymbolSource::kRecordedPath && !IsTrustedFd(fd->get())) return;
     auto elf = ElfFile::FromFd(std::move(*fd), path);
     if (!elf.ok()) return;
     if (elf->build_id() != dso.build_id) {
@@ -131,7 +124,7 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
       have_layout = true;
     }
     const bool has_symtab = elf->HasSymtab();
-    if (!full && (has_symtab || !have_symbols) && (trusted || !have_symbols)) {
+    if (!full && (has_symtab || !have_symbols)) {
       symbols = elf->ReadSymbols();
       symbol_file = path;
       symbol_source = source;
@@ -142,10 +135,6 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
   for (const auto& [path, source] : candidates) {
     if (full && have_layout) break;
     consider(path, source);
-  }
-  for (const std::string& path : others) {
-    if (have_symbols && have_layout) break;
-    consider(path, SymbolSource::kRecordedPath, false);
   }
   // Nothing here has the build-id: the servers may.  The image first (it
   // gives the layout, and often the symbols), then the debug file if the
@@ -229,6 +218,26 @@ const Kallsyms* DsoStore::LiveKallsyms() {
 const BuildId& DsoStore::LiveKernelId() {
   if (!live_kernel_id_) live_kernel_id_ = ReadKernelBuildId(search_.kernel_notes);
   return *live_kernel_id_;
+}
+
+const SymbolTable* DsoStore::SymbolsFor(Dso& dso, std::string_view path) {
+  if (const SymbolTable* t = Symbols(dso); t != nullptr) return t;
+  if (!search_.use_recorded_paths || !path.starts_with('/')) return nullptr;
+  if (auto it = dso.others.find(path); it != dso.others.end()) return it->second.get();
+  if (!dso.others_tried.emplace(path).second) return nullptr;
+  std::unique_ptr<SymbolTable>& table = dso.others[std::string(path)];
+  // The file itself: its own note must be the DSO's id, its layout and
+  // symbols both its own.
+  auto fd = OpenRegularFile(std::string(path));
+  if (!fd.ok()) return nullptr;
+  auto elf = ElfFile::FromFd(std::move(*fd), std::string(path));
+  if (!elf.ok() || elf->build_id() != dso.build_id) return nullptr;
+  const bool is_image = std::any_of(elf->loads().begin(), elf->loads().end(),
+                                    [](const LoadSegment& s) { return s.executable && s.filesz > 0; });
+  if (!is_image) return nullptr;
+  table = std::make_unique<SymbolTable>(elf->ReadSymbols(), elf->loads(), false);
+  ++loads_;
+  return table.get();
 }
 
 const SymbolTable* DsoStore::KernelSymbols(const BuildId& id, const std::string& ref_symbol,

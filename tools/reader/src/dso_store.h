@@ -40,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -86,6 +87,11 @@ struct Dso {
   std::string symbol_file;               // which file the symbols came from
   SymbolSource symbol_source = SymbolSource::kNone;  // and where it was found
   std::vector<std::string> refused;      // candidates with another build-id
+  // Recorded paths another user can write (IsTrustedFile()): each names
+  // only the mappings of its own path, and only where `symbols` is null
+  // (SymbolsFor()); loaded on first use, null if it has no symbols.
+  std::map<std::string, std::unique_ptr<SymbolTable>, std::less<>> others;
+  std::set<std::string, std::less<>> others_tried;
 };
 
 struct SymbolSearch {
@@ -110,6 +116,13 @@ class DsoStore {
   // Symbols for a DSO, loading them on first call; nullptr when no file with
   // a matching build-id exists.
   const SymbolTable* Symbols(Dso& dso);
+  // The symbols for a mapping of the DSO at `path`: Symbols(dso), or where
+  // that has none, those of the file at `path` itself if it is a recorded
+  // path another user can write whose build-id is the DSO's.  Such a file's
+  // note is whatever its owner wrote: its names are never given to a
+  // mapping of another path (helper-57 and helper-58's reviews: a forged
+  // copy of a library named root's samples of the library).
+  const SymbolTable* SymbolsFor(Dso& dso, std::string_view path);
   // Symbols of the kernel image with build-id `id` (empty: unknown kernel,
   // refused) for a capture in which its symbol `ref_symbol` (perf's
   // "[kernel.kallsyms]_text" record: "_text", at `ref_address`) was; offsets

@@ -31,7 +31,7 @@ const SymbolTable* Symbolizer::TableFor(const MappedObject& object) {
   } else if (object.kernel) {
     table = store_.KernelSymbols(object.build_id, object.reloc_symbol, object.reloc_address);
   } else {
-    table = store_.Symbols(store_.Get(object.build_id, object.path));
+    table = store_.SymbolsFor(store_.Get(object.build_id, object.path), object.path);
   }
   tables_.emplace(&object, table);
   return table;

@@ -83,6 +83,31 @@ TEST_F(SymbolizerTest, AFileAnotherUserCanWriteDoesNotNameAnotherFilesSamples) {
     Symbolizer sym(store);
     EXPECT_EQ(sym.Symbolize(Object(forged, kIdV1), offset), "attacker_fn");
   }
+  // Both files another user's (the real one a service user's program):
+  // each names only its own path's mappings (helper-58: in byte order the
+  // forged one named both).
+  ASSERT_EQ(chmod(stripped.c_str(), 0666), 0);
+  {
+    DsoStore store(PathsOnly());
+    Symbolizer sym(store);
+    store.Get(Id(kIdV1), forged);
+    // (Two objects alive at once: the symbolizer keeps a table per object.)
+    const MappedObject real_one = Object(stripped, kIdV1), forged_one = Object(forged, kIdV1);
+    EXPECT_EQ(sym.Symbolize(real_one, offset), "only_in_v1");
+    EXPECT_EQ(sym.Symbolize(forged_one, offset), "attacker_fn");
+  }
+  // The real file rebuilt since (another id): the forged copy, the only
+  // file with the id left, still does not name the real path's samples.
+  const std::string real = dir_.File("c_prog.so");
+  std::filesystem::copy_file(v2_, real);
+  {
+    DsoStore store(PathsOnly());
+    Symbolizer sym(store);
+    store.Get(Id(kIdV1), forged);
+    const std::string name = sym.Symbolize(Object(real, kIdV1), offset);
+    EXPECT_TRUE(name.starts_with("[unknown")) << name;
+  }
+  ASSERT_EQ(chmod(stripped.c_str(), 0644), 0);
   // Only the mode makes the difference: written by no one else, the
   // .symtab wins, as it should.
   ASSERT_EQ(chmod(forged.c_str(), 0644), 0);
