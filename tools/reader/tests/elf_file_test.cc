@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <libelf.h>
 #include <unistd.h>
+#include <sys/wait.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -165,9 +167,54 @@ TEST(ElfFileTest, MillionsOfSectionHeadersAreRefusedUpFront) {
   bytes.replace(sizeof(eh), sizeof(sh0), reinterpret_cast<const char*>(&sh0), sizeof(sh0));
   ASSERT_TRUE(ReplaceFile(dir.File("many.so"), bytes).ok());
   auto fewer = ElfFile::Open(dir.File("many.so"));
-  if (!fewer.ok())
+  if (!fewer.ok()) {
     EXPECT_EQ(fewer.status().ToString().find("more than this reader reads"), std::string::npos)
         << fewer.status().ToString();
+  }
+}
+
+// A note segment of 2 GB, in a sparse file that holds almost nothing on
+// disk, is not read: the reader's peak memory does not grow by its size
+// (before: libelf allocated and read all of it).  In a child, whose peak
+// is its own.
+TEST(ElfFileTest, AHugeNoteSegmentIsNotRead) {
+  TempDir dir;
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_DYN;
+  eh.e_machine = EM_X86_64;
+  eh.e_version = EV_CURRENT;
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  eh.e_phentsize = sizeof(Elf64_Phdr);
+  eh.e_phoff = sizeof(Elf64_Ehdr);
+  eh.e_phnum = 1;
+  Elf64_Phdr ph{};
+  ph.p_type = PT_NOTE;
+  ph.p_offset = 4096;
+  ph.p_filesz = ph.p_memsz = uint64_t{2} << 30;
+  std::string bytes(reinterpret_cast<const char*>(&eh), sizeof(eh));
+  bytes.append(reinterpret_cast<const char*>(&ph), sizeof(ph));
+  const std::string path = dir.File("note.so");
+  ASSERT_TRUE(ReplaceFile(path, bytes).ok());
+  ASSERT_EQ(truncate(path.c_str(), 4096 + ph.p_filesz), 0);  // sparse
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    auto fd = OpenRegularFile(path);
+    if (!fd.ok()) _exit(2);
+    auto id = ReadBuildIdFromFd(fd->get(), "note.so");
+    getrusage(RUSAGE_SELF, &after);
+    const bool small = after.ru_maxrss - before.ru_maxrss < 256 * 1024;  // KiB
+    _exit(id.ok() && id->empty() && small ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
 TEST(ElfFileTest, StrippedLibraryStillHasDynamicSymbols) {
