@@ -1,5 +1,7 @@
 #include "enrich.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -120,12 +122,26 @@ void Enricher::OnRecord(Bytes record) {
   OnMmap(record);
 }
 
-void Enricher::WatchPerfMap(uint32_t pid) {
+void Enricher::WatchPerfMap(uint32_t pid, std::optional<uint64_t> mapped_at) {
   if (options_.perf_maps == nullptr) return;
   auto [it, inserted] = perf_map_watch_.try_emplace(pid);
   PerfMapWatch& w = it->second;
   if (inserted) {
     w.owner = system_.ProcessOwner(static_cast<pid_t>(pid));
+    // The owner is read now, not when the code was mapped: if the process
+    // has exited and its pid been taken since (the recorder behind by as
+    // long as pids take to wrap), the owner is the new process's, and its
+    // user's map would name the old one's code (helper-57's review).  A
+    // process that started after the mapping is not the one that made it.
+    // (Two clock ticks of slack: the start time is in ticks.)
+    const uint64_t slack = 2'000'000'000ull / std::max(1L, sysconf(_SC_CLK_TCK)) + 1'000'000;
+    if (w.owner && w.owner->started_ns && mapped_at && *w.owner->started_ns > *mapped_at + slack) {
+      w.reused = w.exited = true;  // never read
+      options_.perf_maps->Refuse(
+          pid, fmt::format("/tmp/{}: pid {} is now a process that started after its JIT code "
+                           "was mapped (the pid was used again); its map is not the code's",
+                           PerfMapFileName(pid), pid));
+    }
     return;
   }
   if (!w.exited || w.reused) return;  // (reused: also an exec, see OnRecord)
@@ -194,7 +210,9 @@ void Enricher::OnMmap(Bytes record) {
   }
   MmapRecord& m = std::get<MmapRecord>(r);
   if (m.pid != kKernelPid && m.build_id.empty() && IsJitMappingPath(m.filename))
-    WatchPerfMap(m.pid);
+    WatchPerfMap(m.pid, options_.monotonic_clock && m.sample_id.has_time
+                            ? std::optional<uint64_t>(m.sample_id.time)
+                            : std::nullopt);
   // MMAP3 says why an id is missing.  NO_NOTE, NOT_ELF, NO_FILE and REFUSED
   // are final; UNAVAILABLE, IO_ERROR, MALFORMED and statuses newer than this
   // header are worth a second try through map_files.

@@ -156,7 +156,8 @@ class Enricher final : public CaptureSink {
     bool reused = false;
   };
   // A mapping a JIT map may name: watch its process's map.
-  void WatchPerfMap(uint32_t pid);
+  // `mapped_at`: the mapping record's time, if it has one.
+  void WatchPerfMap(uint32_t pid, std::optional<uint64_t> mapped_at = std::nullopt);
   void TakePerfMap(uint32_t pid, PerfMapWatch& watch, PerfMapTaken when);
 
   // A MMAP2 or MMAP3 record: handed on with the build-id filled in where

@@ -106,8 +106,23 @@ std::optional<PerfMapOwner> ProcLiveSystem::ProcessOwner(pid_t pid) {
     if (!rest.empty()) {
       rest.remove_prefix(1);
       auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), ticks);
-      if (ec == std::errc() && ticks / static_cast<uint64_t>(hz) <= static_cast<uint64_t>(boot.tv_sec))
+      if (ec == std::errc() && ticks / static_cast<uint64_t>(hz) <= static_cast<uint64_t>(boot.tv_sec)) {
         owner.started_sec = real.tv_sec - (boot.tv_sec - static_cast<int64_t>(ticks / hz)) - 1;
+        // On the monotonic clock: boot time less the time suspended so far
+        // (boot - monotonic now), which is at most what had passed
+        // suspended by the start, so this is never later than the start.
+        timespec mono{};
+        if (clock_gettime(CLOCK_MONOTONIC, &mono) == 0) {
+          auto ns = [](const timespec& t) {
+            return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+          };
+          const int64_t start_boot =
+              static_cast<int64_t>(ticks / static_cast<uint64_t>(hz)) * 1'000'000'000 +
+              static_cast<int64_t>(ticks % static_cast<uint64_t>(hz)) * 1'000'000'000 / hz;
+          const int64_t start_mono = start_boot - (ns(boot) - ns(mono));
+          if (start_mono >= 0) owner.started_ns = static_cast<uint64_t>(start_mono);
+        }
+      }
     }
   }
   return owner;

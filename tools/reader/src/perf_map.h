@@ -159,6 +159,10 @@ struct PerfMapOwner {
   // known: a map last written a second or more before is an earlier
   // process's with the same pid, and is refused.
   std::optional<int64_t> started_sec;
+  // The same on the events' clock (CLOCK_MONOTONIC, ns), if known, to the
+  // precision of a clock tick: a process started after its JIT mapping
+  // was made is another process with the pid.
+  std::optional<uint64_t> started_ns;
 };
 
 // What identifies a version of the file, to read it again only if it changed.

@@ -656,10 +656,11 @@ TEST_F(EnricherTest, OnlyTheReadersOwnVdsoImageIsCached) {
 // JIT maps (/tmp/perf-PID.map) of processes with anonymous executable memory.
 class PerfMapWatchTest : public EnricherTest {
  protected:
-  void MakeWatching(CaptureMode mode = CaptureMode::kMmap2) {
+  void MakeWatching(CaptureMode mode = CaptureMode::kMmap2, bool monotonic_clock = false) {
     EnrichOptions o;
     o.mode = mode;
     o.format = kFormat;
+    o.monotonic_clock = monotonic_clock;
     o.perf_maps = &maps_;
     enricher_ = std::make_unique<Enricher>(o, system_, overrides_, out_);
   }
@@ -844,6 +845,30 @@ TEST_F(PerfMapWatchTest, AnExecAfterJitCodeNamesTheJitCodeOfNeitherProgram) {
   Feed(EncodeComm(c, kFormat));
   enricher_->PollPerfMaps();
   EXPECT_EQ(NameAt(kPid + 1, 0x10000), "renamed_thread_ok");
+}
+
+// The owner is read when the JIT mapping is handled: if the pid was used
+// again by then, /proc shows the new process, whose user's map would name
+// the old one's code (helper-57's review).  A process that started after
+// the mapping was made (the record's time, on the events' monotonic clock)
+// is not the one that made it: its map is refused and not read.
+TEST_F(PerfMapWatchTest, APidTakenByAProcessStartedAfterTheMappingIsNotRead) {
+  system_.owners[kPid] = {1001, 1001, std::nullopt, uint64_t{5} + 1'000'000'000};  // 1 s later
+  system_.perf_map_reads[kPid] = {Read("10000 10 attackers_name\n")};
+  system_.owners[kPid + 1] = {1000, 1000, std::nullopt, uint64_t{4}};  // before: its own
+  system_.perf_map_reads[kPid + 1] = {Read("10000 10 its_own_name\n")};
+  MakeWatching(CaptureMode::kMmap2, /*monotonic_clock=*/true);
+  Feed(Anon(kPid));  // mapped at time 5
+  Feed(Anon(kPid + 1));
+  enricher_->PollPerfMaps();
+  enricher_->FinishPerfMaps();
+  EXPECT_EQ(NameAt(kPid, 0x10000), "(none)");
+  EXPECT_EQ(NameAt(kPid + 1, 0x10000), "its_own_name");
+  ASSERT_EQ(maps_.refusals().size(), 1u);
+  EXPECT_NE(maps_.refusals()[0].reason.find("started after its JIT code was mapped"),
+            std::string::npos)
+      << maps_.refusals()[0].reason;
+  EXPECT_EQ(Asks(), 2u);  // kPid + 1's poll and end; kPid's map never read
 }
 
 // -a and -p: a process that existed before the capture.
