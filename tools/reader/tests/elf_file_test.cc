@@ -113,6 +113,20 @@ TEST(ElfFileTest, SymbolsAndOffsetConversionInNonPieExecutable) {
   EXPECT_FALSE(elf->FileOffsetToVaddr(1ull << 40).has_value());
 }
 
+// An x86-64 shared object's ELF header with no headers of any kind yet.
+Elf64_Ehdr LittleEndianHeader() {
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_DYN;
+  eh.e_machine = EM_X86_64;
+  eh.e_version = EV_CURRENT;
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  return eh;
+}
+
 // Another user truncates a file while the reader (root, mid-capture) reads
 // it: the read sees a shorter file and gives less, it does not kill the
 // reader.  Through a mapping of the file (libelf's ELF_C_READ_MMAP), the
@@ -136,15 +150,7 @@ TEST(ElfFileTest, AFileTruncatedWhileOpenIsReadNotFaultedOn) {
 // libelf allocates for each of them.
 TEST(ElfFileTest, MillionsOfSectionHeadersAreRefusedUpFront) {
   TempDir dir;
-  Elf64_Ehdr eh{};
-  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_ident[EI_VERSION] = EV_CURRENT;
-  eh.e_type = ET_DYN;
-  eh.e_machine = EM_X86_64;
-  eh.e_version = EV_CURRENT;
-  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  Elf64_Ehdr eh = LittleEndianHeader();
   eh.e_shentsize = sizeof(Elf64_Shdr);
   eh.e_shoff = sizeof(Elf64_Ehdr);
   eh.e_shnum = 0;  // extended: section 0's sh_size
@@ -179,15 +185,7 @@ TEST(ElfFileTest, MillionsOfSectionHeadersAreRefusedUpFront) {
 // is its own.
 TEST(ElfFileTest, AHugeNoteSegmentIsNotRead) {
   TempDir dir;
-  Elf64_Ehdr eh{};
-  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_ident[EI_VERSION] = EV_CURRENT;
-  eh.e_type = ET_DYN;
-  eh.e_machine = EM_X86_64;
-  eh.e_version = EV_CURRENT;
-  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  Elf64_Ehdr eh = LittleEndianHeader();
   eh.e_phentsize = sizeof(Elf64_Phdr);
   eh.e_phoff = sizeof(Elf64_Ehdr);
   eh.e_phnum = 1;
