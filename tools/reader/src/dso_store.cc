@@ -58,6 +58,16 @@ Dso& DsoStore::Get(const BuildId& id, std::string_view path) {
   return *slot;
 }
 
+namespace {
+// An image, not a debug file: objcopy --only-keep-debug zeroes p_offset in
+// debug files, so their program headers cannot turn a file offset into an
+// address.
+bool IsImage(const ElfFile& elf) {
+  return std::any_of(elf.loads().begin(), elf.loads().end(),
+                     [](const LoadSegment& s) { return s.executable && s.filesz > 0; });
+}
+}  // namespace
+
 const SymbolTable* DsoStore::Symbols(Dso& dso) {
   if (dso.load_attempted) return dso.symbols.get();
   dso.load_attempted = true;
@@ -117,9 +127,7 @@ const SymbolTable* DsoStore::Symbols(Dso& dso) {
       dso.refused.push_back(path);
       return;
     }
-    const bool is_image = std::any_of(elf->loads().begin(), elf->loads().end(),
-                                      [](const LoadSegment& s) { return s.executable && s.filesz > 0; });
-    if (is_image && !have_layout) {
+    if (IsImage(*elf) && !have_layout) {
       layout = elf->loads();
       have_layout = true;
     }
@@ -224,17 +232,14 @@ const SymbolTable* DsoStore::SymbolsFor(Dso& dso, std::string_view path) {
   if (const SymbolTable* t = Symbols(dso); t != nullptr) return t;
   if (!search_.use_recorded_paths || !path.starts_with('/')) return nullptr;
   if (auto it = dso.others.find(path); it != dso.others.end()) return it->second.get();
-  if (!dso.others_tried.emplace(path).second) return nullptr;
-  std::unique_ptr<SymbolTable>& table = dso.others[std::string(path)];
+  std::unique_ptr<SymbolTable>& table = dso.others[std::string(path)];  // null until loaded
   // The file itself: its own note must be the DSO's id, its layout and
   // symbols both its own.
   auto fd = OpenRegularFile(std::string(path));
   if (!fd.ok()) return nullptr;
   auto elf = ElfFile::FromFd(std::move(*fd), std::string(path));
   if (!elf.ok() || elf->build_id() != dso.build_id) return nullptr;
-  const bool is_image = std::any_of(elf->loads().begin(), elf->loads().end(),
-                                    [](const LoadSegment& s) { return s.executable && s.filesz > 0; });
-  if (!is_image) return nullptr;
+  if (!IsImage(*elf)) return nullptr;
   table = std::make_unique<SymbolTable>(elf->ReadSymbols(), elf->loads(), false);
   ++loads_;
   return table.get();

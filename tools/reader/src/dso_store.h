@@ -40,7 +40,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -91,7 +90,6 @@ struct Dso {
   // only the mappings of its own path, and only where `symbols` is null
   // (SymbolsFor()); loaded on first use, null if it has no symbols.
   std::map<std::string, std::unique_ptr<SymbolTable>, std::less<>> others;
-  std::set<std::string, std::less<>> others_tried;
 };
 
 struct SymbolSearch {

@@ -103,12 +103,10 @@ void Enricher::OnRecord(Bytes record) {
     const uint32_t pid = std::get<CommRecord>(r).pid;
     auto it = perf_map_watch_.find(pid);
     if (it == perf_map_watch_.end() || it->second.reused) return;
-    it->second.reused = it->second.exited = true;  // never read again
-    options_.perf_maps->Forget(pid);
-    options_.perf_maps->Refuse(
-        pid, fmt::format("/tmp/{}: pid {} ran exec after its JIT code was mapped; one map "
-                         "cannot tell the two programs' code apart",
-                         PerfMapFileName(pid), pid));
+    GiveUpPerfMap(pid, it->second,
+                  fmt::format("/tmp/{}: pid {} ran exec after its JIT code was mapped; one map "
+                              "cannot tell the two programs' code apart",
+                              PerfMapFileName(pid), pid));
     return;
   }
   if (h.type == PERF_RECORD_BPF_EVENT) {
@@ -135,25 +133,28 @@ void Enricher::WatchPerfMap(uint32_t pid, std::optional<uint64_t> mapped_at) {
     // process that started after the mapping is not the one that made it.
     // (Two clock ticks of slack: the start time is in ticks.)
     const uint64_t slack = 2'000'000'000ull / std::max(1L, sysconf(_SC_CLK_TCK)) + 1'000'000;
-    if (w.owner && w.owner->started_ns && mapped_at && *w.owner->started_ns > *mapped_at + slack) {
-      w.reused = w.exited = true;  // never read
-      options_.perf_maps->Refuse(
-          pid, fmt::format("/tmp/{}: pid {} is now a process that started after its JIT code "
-                           "was mapped (the pid was used again); its map is not the code's",
-                           PerfMapFileName(pid), pid));
-    }
+    if (w.owner && w.owner->started_ns && mapped_at && *w.owner->started_ns > *mapped_at + slack)
+      GiveUpPerfMap(pid, w,
+                    fmt::format("/tmp/{}: pid {} is now a process that started after its JIT "
+                                "code was mapped (the pid was used again); its map is not the "
+                                "code's",
+                                PerfMapFileName(pid), pid));
     return;
   }
   if (!w.exited || w.reused) return;  // (reused: also an exec, see OnRecord)
   // A pid that exited and is in use again by another process.  The capture
   // keeps one map per pid and the report looks JIT code up by pid: either
   // process's code would get the other's names.  Neither gets any.
-  w.reused = true;
+  GiveUpPerfMap(pid, w,
+                fmt::format("/tmp/{}: pid {} was used by two processes with JIT code during the "
+                            "capture; one map cannot tell their code apart",
+                            PerfMapFileName(pid), pid));
+}
+
+void Enricher::GiveUpPerfMap(uint32_t pid, PerfMapWatch& w, std::string reason) {
+  w.reused = w.exited = true;  // never read again
   options_.perf_maps->Forget(pid);
-  options_.perf_maps->Refuse(
-      pid, fmt::format("/tmp/{}: pid {} was used by two processes with JIT code during the "
-                       "capture; one map cannot tell their code apart",
-                       PerfMapFileName(pid), pid));
+  options_.perf_maps->Refuse(pid, std::move(reason));
 }
 
 void Enricher::TakePerfMap(uint32_t pid, PerfMapWatch& w, PerfMapTaken when) {

@@ -159,6 +159,8 @@ class Enricher final : public CaptureSink {
   // `mapped_at`: the mapping record's time, if it has one.
   void WatchPerfMap(uint32_t pid, std::optional<uint64_t> mapped_at = std::nullopt);
   void TakePerfMap(uint32_t pid, PerfMapWatch& watch, PerfMapTaken when);
+  // The pid's map is not read again and names nothing; `reason` says why.
+  void GiveUpPerfMap(uint32_t pid, PerfMapWatch& watch, std::string reason);
 
   // A MMAP2 or MMAP3 record: handed on with the build-id filled in where
   // the kernel gave none, its file fed to the cache.
