@@ -49,21 +49,36 @@ bool FindBuildIdNote(Elf_Data* data, BuildId* out) {
   return false;
 }
 
-// Note segments and sections are read whole (libelf allocates their size):
-// a build-id note is 36 bytes, and every note of a linked object together
-// some hundreds, so larger ones are skipped rather than read.  A sparse
-// file of 4 KB on disk with a 3 GB PT_NOTE cost the recorder 3 GB and 20 s
-// (helper-58's review).
+// Note segments and sections are read whole (libelf allocates their size
+// and keeps it until the file is closed): a build-id note is 36 bytes, and
+// every note of a linked object together some hundreds.  At most this many
+// bytes of them are read from a file, in all; a note block that would pass
+// it is skipped.  A sparse file of 4 KB on disk with a 3 GB PT_NOTE cost
+// the recorder 3 GB and 20 s, one with 1,500 notes of 1 MiB each 1.5 GB
+// (helper-58's and helper-59's reviews).
 constexpr uint64_t kMaxNotesBytes = 1 << 20;
 
-BuildId FindBuildId(Elf* elf) {
+// The GNU build-id of an ELF file; empty if none was found, and then
+// *skipped says whether a note block was left unread for its size (the
+// file may have an id that was not looked at).
+BuildId FindBuildId(Elf* elf, bool* skipped) {
   BuildId id;
+  uint64_t budget = kMaxNotesBytes;
+  *skipped = false;
+  auto take = [&](uint64_t size) {
+    if (size > budget) {
+      *skipped = true;
+      return false;
+    }
+    budget -= size;
+    return true;
+  };
   size_t phnum = 0;
   if (elf_getphdrnum(elf, &phnum) == 0) {
     for (size_t i = 0; i < phnum; ++i) {
       GElf_Phdr ph;
       if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_NOTE ||
-          ph.p_filesz > kMaxNotesBytes)
+          !take(ph.p_filesz))
         continue;
       Elf_Data* data = elf_getdata_rawchunk(elf, static_cast<int64_t>(ph.p_offset), ph.p_filesz,
                                             ELF_T_NHDR);
@@ -73,8 +88,7 @@ BuildId FindBuildId(Elf* elf) {
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(elf, scn)) != nullptr) {
     GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE ||
-        sh.sh_size > kMaxNotesBytes)
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE || !take(sh.sh_size))
       continue;
     Elf_Data* data = nullptr;
     while ((data = elf_getdata(scn, data)) != nullptr) {
@@ -82,6 +96,12 @@ BuildId FindBuildId(Elf* elf) {
     }
   }
   return id;
+}
+
+Status NotesSkipped(const std::string& name) {
+  return Status::Failure(fmt::format(
+      "{}: its notes are more than {} bytes; not read, so its build-id is not known", name,
+      kMaxNotesBytes));
 }
 
 // More section or program headers than any linked object has: libelf
@@ -172,7 +192,9 @@ Status ElfFile::Load(const std::string& name) {
       loads_.push_back({ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_memsz, (ph.p_flags & PF_X) != 0});
     }
   }
-  build_id_ = FindBuildId(elf_);
+  bool skipped = false;
+  build_id_ = FindBuildId(elf_, &skipped);
+  if (build_id_.empty() && skipped) return NotesSkipped(name);
   return {};
 }
 
@@ -431,8 +453,10 @@ Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name) {
     elf_end(elf);
     return Status::Failure(name + ": not an ELF file");
   }
-  BuildId id = FindBuildId(elf);
+  bool skipped = false;
+  BuildId id = FindBuildId(elf, &skipped);
   elf_end(elf);
+  if (id.empty() && skipped) return NotesSkipped(name);
   return id;
 }
 
