@@ -1,6 +1,8 @@
 #include "perf_data.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "files.h"
 #include "fixtures.h"
 #include "record_writer.h"
 
@@ -253,6 +256,35 @@ TEST_P(PerfDataOutputTest, ASymlinkAtTheOutputIsReplacedNotWrittenThrough) {
   EXPECT_EQ(Contents(victim), "precious");
   EXPECT_TRUE(std::filesystem::is_regular_file(
       std::filesystem::symlink_status(dir.File("perf.data"))));
+}
+
+// A perf.data file is written at offsets from its start: into the caller's
+// descriptor of a file opened to append, or past bytes already written, it
+// would overwrite them and not be readable.  Refused; at offset 0 (a fresh
+// `> file`), written.
+TEST(PerfDataOutputInPlaceTest, TheCallersDescriptorOnlyAtTheStartOfItsFile) {
+  TempDir dir;
+  const std::string log = dir.File("log");
+  testing::WriteFile(log, "header\n");
+  for (int flags : {O_WRONLY | O_APPEND, O_WRONLY}) {
+    UniqueFd fd(open(log.c_str(), flags | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    if ((flags & O_APPEND) == 0) {
+      ASSERT_EQ(lseek(fd.get(), 7, SEEK_SET), 7);
+    }
+    auto w = PerfDataWriter::Create("/dev/fd/" + std::to_string(fd.get()), {Attr()});
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().ToString().find("written from the start"), std::string::npos)
+        << w.status().ToString();
+    EXPECT_EQ(Contents(log), "header\n");
+  }
+  const std::string fresh = dir.File("fresh.data");
+  UniqueFd fd(open(fresh.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  ASSERT_TRUE(fd.valid());
+  auto w = PerfDataWriter::Create("/dev/fd/" + std::to_string(fd.get()), {Attr()});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_TRUE(w->Finish({}, "{}").ok());
+  EXPECT_NE(Contents(fresh).find("a header"), std::string::npos);  // PERFILE2 from byte 0
 }
 
 INSTANTIATE_TEST_SUITE_P(TmpfileAndHiddenName, PerfDataOutputTest, ::testing::Values(true, false),
