@@ -42,6 +42,7 @@ const char* SymbolSourceName(SymbolSource source) {
     case SymbolSource::kDebugDir: return "debug_dir";
     case SymbolSource::kRecordedPath: return "recorded_path";
     case SymbolSource::kDebuginfod: return "debuginfod";
+    case SymbolSource::kOwnPathOnly: return "own_path_only";
   }
   return "?";
 }

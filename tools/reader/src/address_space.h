@@ -67,6 +67,9 @@ enum class SymbolSource : uint8_t {
   kDebugDir,      // /usr/lib/debug/.build-id/xx/rest.debug
   kRecordedPath,  // the path it was mapped under, whose build-id still matches
   kDebuginfod,    // a debuginfod server (DEBUGINFOD_URLS), during this report
+  // A recorded path another user can write, for its own path's mappings
+  // only (DsoStore::SymbolsFor()).
+  kOwnPathOnly,
 };
 const char* SymbolSourceName(SymbolSource source);
 

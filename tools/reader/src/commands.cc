@@ -200,6 +200,10 @@ std::vector<SymbolFile> SymbolFilesOf(const DsoStore& store) {
     std::sort(paths.begin(), paths.end());
     files.push_back({dso->build_id, paths.empty() ? std::string() : paths.front(),
                      dso->symbol_file, dso->symbol_source});
+    // Files another user can write that named their own path's mappings.
+    for (const auto& [path, table] : dso->others)
+      if (table != nullptr)
+        files.push_back({dso->build_id, path, path, SymbolSource::kOwnPathOnly});
   }
   return files;
 }

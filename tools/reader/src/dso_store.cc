@@ -230,7 +230,10 @@ const BuildId& DsoStore::LiveKernelId() {
 
 const SymbolTable* DsoStore::SymbolsFor(Dso& dso, std::string_view path) {
   if (const SymbolTable* t = Symbols(dso); t != nullptr) return t;
-  if (!search_.use_recorded_paths || !path.starts_with('/')) return nullptr;
+  // (" (deleted)": /proc's name for a mapping whose file is gone; whatever
+  // is at that name now is another file.)
+  if (!search_.use_recorded_paths || !path.starts_with('/') || path.ends_with(" (deleted)"))
+    return nullptr;
   if (auto it = dso.others.find(path); it != dso.others.end()) return it->second.get();
   std::unique_ptr<SymbolTable>& table = dso.others[std::string(path)];  // null until loaded
   // The file itself: its own note must be the DSO's id, its layout and

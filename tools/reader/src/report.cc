@@ -185,6 +185,14 @@ std::vector<std::string> ReportNotes(const ReportModel& m) {
     }
     if (!fetched.empty())
       notes.push_back("symbols from debuginfod (DEBUGINFOD_URLS): " + fetched);
+    std::string others;
+    for (const SymbolFile& f : m.symbol_files) {
+      if (f.source != SymbolSource::kOwnPathOnly) continue;
+      others += fmt::format("{}{}", others.empty() ? "" : ", ", DsoLabel(f.path, f.build_id));
+    }
+    if (!others.empty())
+      notes.push_back("symbols from files another user can write, for their own paths only: " +
+                      others);
   }
   if (!m.changed_kernel_modules.empty()) {
     std::string names;

@@ -77,11 +77,18 @@ TEST_F(SymbolizerTest, AFileAnotherUserCanWriteDoesNotNameAnotherFilesSamples) {
     store.Get(Id(kIdV1), forged);  // a mapping of the copy was recorded too
     EXPECT_EQ(sym.Symbolize(Object(stripped, kIdV1), offset), "only_in_v1");
   }
-  // Its own file still names its own samples when nothing else can.
+  // Its own file still names its own samples when nothing else can, and
+  // the store keeps which file that was (the report's symbol_files say
+  // own_path_only).
   {
     DsoStore store(PathsOnly());
     Symbolizer sym(store);
     EXPECT_EQ(sym.Symbolize(Object(forged, kIdV1), offset), "attacker_fn");
+    const std::vector<const Dso*> dsos = store.LoadedDsos();
+    ASSERT_EQ(dsos.size(), 1u);
+    EXPECT_EQ(dsos[0]->symbols, nullptr);
+    ASSERT_TRUE(dsos[0]->others.contains(forged));
+    EXPECT_NE(dsos[0]->others.at(forged), nullptr);
   }
   // Both files another user's (the real one a service user's program):
   // each names only its own path's mappings (helper-58: in byte order the
