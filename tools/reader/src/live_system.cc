@@ -83,6 +83,32 @@ timespec ProcLiveSystem::RealTime() {
   return ts;
 }
 
+namespace {
+// Whether this process's time namespace shifts CLOCK_MONOTONIC or
+// CLOCK_BOOTTIME (unshare --time, a container restored by CRIU).  The
+// events' times are the host's clock, and the start times /proc shows here
+// are shifted: the two cannot be compared (helper-60's review: every JIT
+// map refused inside such a namespace).
+bool ClocksShifted() {
+  static const bool shifted = [] {
+    auto text = ReadSmallFile("/proc/self/timens_offsets");
+    if (!text.ok()) return false;  // no time namespaces: no offsets
+    for (std::string_view rest = *text; !rest.empty();) {
+      const size_t nl = rest.find('\n');
+      std::string_view line = rest.substr(0, nl);
+      rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+      // "monotonic <secs> <nsecs>": any digit other than 0 is an offset.
+      const size_t sp = line.find(' ');
+      if (sp != std::string_view::npos &&
+          line.substr(sp).find_first_not_of(" 0") != std::string_view::npos)
+        return true;
+    }
+    return false;
+  }();
+  return shifted;
+}
+}  // namespace
+
 std::optional<PerfMapOwner> ProcLiveSystem::ProcessOwner(pid_t pid) {
   auto uids = ReadUids(pid);
   if (!uids) return std::nullopt;
@@ -112,7 +138,7 @@ std::optional<PerfMapOwner> ProcLiveSystem::ProcessOwner(pid_t pid) {
         // (boot - monotonic now), which is at most what had passed
         // suspended by the start, so this is never later than the start.
         timespec mono{};
-        if (clock_gettime(CLOCK_MONOTONIC, &mono) == 0) {
+        if (!ClocksShifted() && clock_gettime(CLOCK_MONOTONIC, &mono) == 0) {
           auto ns = [](const timespec& t) {
             return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
           };
