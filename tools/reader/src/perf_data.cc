@@ -69,18 +69,18 @@ Result<PerfDataWriter> PerfDataWriter::Create(const std::string& path,
   Result<UniqueFd> in_place = OpenOutputInPlace(path);
   if (!in_place.ok()) return in_place.status();
   if (in_place->valid()) {
-    // A device (/dev/null), or the caller's descriptor, not a file to
-    // replace.  A perf.data file is written at offsets from its start (its
-    // header last): into a file the caller opened to append, or after
-    // bytes it wrote first, it would overwrite them and not be readable
-    // (helper-59's review).
+    // A device (/dev/null), not a file to replace.  A regular file reached
+    // through the caller's descriptor (/dev/stdout, /dev/fd/N) is refused:
+    // a perf.data file is written at offsets from its start (its header
+    // last), over whatever else is written to that descriptor (the
+    // reader's own summary on stdout, the recorded command's output, a
+    // script's lines before it) or into a file opened to append, and would
+    // not be readable (helper-59's and helper-60's reviews).
     struct stat st;
-    if (fstat(in_place->get(), &st) == 0 && S_ISREG(st.st_mode) &&
-        ((fcntl(in_place->get(), F_GETFL) & O_APPEND) != 0 ||
-         lseek(in_place->get(), 0, SEEK_CUR) != 0))
+    if (fstat(in_place->get(), &st) == 0 && S_ISREG(st.st_mode))
       return Status::Failure(
-          path + ": a perf.data file is written from the start of its file; this descriptor is "
-                 "open to append or past its start (write to a file by name instead)");
+          path + ": a perf.data file is written at offsets from its start, and others write to "
+                 "this descriptor too; write the capture to a file by name (-o FILE)");
     w.in_place_ = true;
     w.fd_ = std::move(*in_place);
   } else {
