@@ -181,6 +181,13 @@ bool IsTrustedFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && IsTrustedStat(st);
 }
 
+std::string HiddenName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  // Short enough for any base name that fits in NAME_MAX itself.
+  return fmt::format(".{}.{:016x}", base.substr(0, 200), RandomWord());
+}
+
 Result<UniqueFd> OpenOutputInPlace(const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return UniqueFd();
@@ -236,9 +243,7 @@ Status ReplaceFile(const std::string& path, std::string_view data) {
   UniqueFd fd;
   std::string temp;
   for (unsigned attempt = 0; !fd.valid() && attempt < 64; ++attempt) {
-    // Random: names another user could guess beside an output in /tmp
-    // could all be taken before it is written.
-    temp = fmt::format(".{}.{:016x}", base.substr(0, 200), RandomWord());
+    temp = HiddenName(path);
     fd.Reset(openat(dirfd.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                     0666));
     if (!fd.valid() && errno != EEXIST) return ErrnoStatus("create a file beside " + path);

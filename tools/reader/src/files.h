@@ -121,6 +121,11 @@ Result<std::string> ReadAllFd(int fd, uint64_t max_bytes, const std::string& pat
 // temporary file names (with O_EXCL) and for hash keys.
 uint64_t RandomWord();
 
+// A fresh hidden name (no directory) for a file being written beside
+// `path`: random, so that another user cannot take every name it could be
+// beforehand.
+std::string HiddenName(const std::string& path);
+
 }  // namespace mmap3
 
 #endif  // MMAP3_READER_FILES_H_

@@ -47,14 +47,6 @@ struct BuildIdEntryHeader {
 };
 static_assert(sizeof(BuildIdEntryHeader) == 36);
 
-// A fresh hidden name for a file being written beside `path`.
-std::string HiddenName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  // Short enough for any base name that fits in NAME_MAX itself.
-  return fmt::format(".{}.{:016x}", base.substr(0, 200), RandomWord());
-}
-
 void Append(std::vector<uint8_t>& out, const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   out.insert(out.end(), b, b + n);
