@@ -565,6 +565,9 @@ BuildIdCache::Outcome BuildIdCache::DoInsert(const Request& r, Status* status) {
   uint64_t size;
   mode_t mode;
   Verifier verify;
+  // The copy's notes are more than the reader reads: its build-id cannot be
+  // checked, which says nothing of whether the file changed.
+  bool notes_unread = false;
   if (r.elf) {
     struct stat st;
     if (fstat(r.source_fd, &st) != 0) return failed(ErrnoStatus("stat " + PrintableName(r.path)));
@@ -577,7 +580,7 @@ BuildIdCache::Outcome BuildIdCache::DoInsert(const Request& r, Status* status) {
     verify = [&, size](int fd, uint64_t got) -> Status {
       if (got != size)
         return Status::Failure(fmt::format("{}: {} bytes, the source has {}", file_shown, got, size));
-      auto id = ReadBuildIdFromFd(fd, file_shown);
+      auto id = ReadBuildIdFromFd(fd, file_shown, &notes_unread);
       if (!id.ok()) return id.status();
       if (*id != r.id)
         return Status::Failure(fmt::format("{}: build-id {}, not {}", file_shown,
@@ -656,6 +659,10 @@ BuildIdCache::Outcome BuildIdCache::DoInsert(const Request& r, Status* status) {
   // Read back from the descriptor: the path could name another file by now.
   if (Status s = verify(tmp->fd.get(), static_cast<uint64_t>(written.st_size)); !s.ok()) {
     if (!r.elf) return fail(Outcome::kFailed, std::move(s));  // our own bytes read back wrong
+    if (notes_unread)
+      return fail(Outcome::kUnchecked, Status::Failure(fmt::format(
+                                           "'{}' not cached: {}", PrintableName(r.path),
+                                           s.ToString())));
     return fail(Outcome::kMismatch,
                 Status::Failure(fmt::format("'{}' changed before it could be cached ({})",
                                             PrintableName(r.path), s.ToString())));
@@ -678,6 +685,7 @@ Status BuildIdCache::InsertEntry(const Request& r) {
       case Outcome::kCopied: ++stats_.copied; break;
       case Outcome::kPresent: ++stats_.present; break;
       case Outcome::kMismatch: ++stats_.mismatch; break;
+      case Outcome::kUnchecked: ++stats_.unchecked; break;
       case Outcome::kFailed: ++stats_.failed; break;
       case Outcome::kTooLarge: ++stats_.too_large; break;
       case Outcome::kSkipped: ++stats_.skipped; break;

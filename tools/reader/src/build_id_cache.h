@@ -89,6 +89,7 @@ class BuildIdCache {
     uint64_t present = 0;    // already in the cache, complete and verified
     uint64_t mismatch = 0;   // the source changed before or while it was copied
     uint64_t failed = 0;     // other errors (I/O, permissions)
+    uint64_t unchecked = 0;  // its notes are more than the reader reads: its id cannot be checked
     uint64_t refused = 0;    // unsafe: a symlink in the cache, or a path that cannot be stored
     uint64_t too_large = 0;  // over Limits::max_file_bytes
     uint64_t skipped = 0;    // not copied: copying had stopped (limit reached, filesystem full)
@@ -189,8 +190,8 @@ class BuildIdCache {
     Verifier accept_existing;
   };
   struct Request;
-  enum class Outcome { kCopied, kPresent, kMismatch, kFailed, kRefused, kTooLarge, kSkipped,
-                       kNoSpace };
+  enum class Outcome { kCopied, kPresent, kMismatch, kUnchecked, kFailed, kRefused, kTooLarge,
+                       kSkipped, kNoSpace };
 
   void Enqueue(Job job, Priority priority);
   void Run(std::deque<Job>* queue);

@@ -444,7 +444,8 @@ bool BuildIdStillIn(int fd, const BuildId& id) {
   return false;
 }
 
-Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name) {
+Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name, bool* notes_unread) {
+  if (notes_unread != nullptr) *notes_unread = false;
   InitLibelf();
   Status error;
   Elf* elf = BeginRead(fd, name, &error);
@@ -456,7 +457,10 @@ Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name) {
   bool skipped = false;
   BuildId id = FindBuildId(elf, &skipped);
   elf_end(elf);
-  if (id.empty() && skipped) return NotesSkipped(name);
+  if (id.empty() && skipped) {
+    if (notes_unread != nullptr) *notes_unread = true;
+    return NotesSkipped(name);
+  }
   return id;
 }
 

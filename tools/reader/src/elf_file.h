@@ -69,8 +69,12 @@ class ElfFile {
 
 // Reads only the build-id of an open file (`fd` is borrowed).
 // An empty BuildId means the file is ELF without a note; a failed Result means
-// it is not ELF or could not be read.
-Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name);
+// it is not ELF or could not be read.  *notes_unread (if given) says whether
+// the failure is that its notes are more than this reader reads (1 MiB in
+// all): then the file may well be an ELF image with a build-id, which is
+// not known, rather than a file that changed or is not ELF.
+Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name,
+                                  bool* notes_unread = nullptr);
 
 // True if the file open at `fd` (borrowed) says `id` now, read with pread:
 // its first GNU build-id note, walking the PT_NOTE segments in order as

@@ -140,6 +140,8 @@ std::optional<uint64_t> ParseSize(const std::string& text) {
 std::string CacheSummary(const std::string& dir, const BuildIdCache::Stats& c) {
   std::string out = fmt::format("[ build-id cache {}: {} copied, {} present, {} changed, {} failed",
                                 dir, c.copied, c.present, c.mismatch, c.failed);
+  if (c.unchecked)
+    out += fmt::format(", {} not cached (notes over 1 MiB: build-id not checked)", c.unchecked);
   if (c.refused) out += fmt::format(", {} refused (unsafe path or symlink)", c.refused);
   if (c.too_large) out += fmt::format(", {} over --buildid-cache-max-file", c.too_large);
   if (c.skipped) out += fmt::format(", {} not copied (copying stopped)", c.skipped);

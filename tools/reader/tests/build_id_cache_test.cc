@@ -150,6 +150,27 @@ TEST_P(BuildIdCacheTest, InsertUsesPerfLayout) {
   EXPECT_EQ(c->stats().copied, 1u);
 }
 
+// A file whose notes are more than the reader reads (1 MiB in all) has a
+// build-id that cannot be checked: not cached, and counted as such, not as
+// a file that changed (helper-60's review: "1 changed" for a file no one
+// had touched).
+TEST_P(BuildIdCacheTest, FileWhoseIdCannotBeCheckedIsNotCachedNorCalledChanged) {
+  TempDir cache;
+  const std::string heavy = dir_.File("libnotes.so");
+  ASSERT_TRUE(testing::WriteSparseNotesElf(heavy, 1, (uint64_t{1} << 20) + 1));
+  auto c = Cache(cache.path());
+  UniqueFd fd = OpenRead(heavy);
+  Status s = c->Insert(Id(kIdV1), heavy, fd.get());
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("build-id is not known"), std::string::npos) << s.ToString();
+  EXPECT_EQ(s.ToString().find("changed"), std::string::npos) << s.ToString();
+  EXPECT_EQ(c->stats().unchecked, 1u);
+  EXPECT_EQ(c->stats().mismatch, 0u);
+  struct stat st;
+  EXPECT_NE(lstat(BuildIdCache::LinkPath(cache.path(), Id(kIdV1)).c_str(), &st), 0);
+  EXPECT_EQ(RegularFilesUnder(cache.path()), std::set<std::string>{});
+}
+
 TEST_P(BuildIdCacheTest, RefusesContentsThatNoLongerMatch) {
   // The file was rewritten in place (v2) before the worker copied it, but the
   // mapping said v1: nothing may be cached under v1.

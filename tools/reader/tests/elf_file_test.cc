@@ -113,20 +113,6 @@ TEST(ElfFileTest, SymbolsAndOffsetConversionInNonPieExecutable) {
   EXPECT_FALSE(elf->FileOffsetToVaddr(1ull << 40).has_value());
 }
 
-// An x86-64 shared object's ELF header with no headers of any kind yet.
-Elf64_Ehdr LittleEndianHeader() {
-  Elf64_Ehdr eh{};
-  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_ident[EI_VERSION] = EV_CURRENT;
-  eh.e_type = ET_DYN;
-  eh.e_machine = EM_X86_64;
-  eh.e_version = EV_CURRENT;
-  eh.e_ehsize = sizeof(Elf64_Ehdr);
-  return eh;
-}
-
 // Another user truncates a file while the reader (root, mid-capture) reads
 // it: the read sees a shorter file and gives less, it does not kill the
 // reader.  Through a mapping of the file (libelf's ELF_C_READ_MMAP), the
@@ -150,7 +136,7 @@ TEST(ElfFileTest, AFileTruncatedWhileOpenIsReadNotFaultedOn) {
 // libelf allocates for each of them.
 TEST(ElfFileTest, MillionsOfSectionHeadersAreRefusedUpFront) {
   TempDir dir;
-  Elf64_Ehdr eh = LittleEndianHeader();
+  Elf64_Ehdr eh = testing::LittleEndianElfHeader();
   eh.e_shentsize = sizeof(Elf64_Shdr);
   eh.e_shoff = sizeof(Elf64_Ehdr);
   eh.e_shnum = 0;  // extended: section 0's sh_size
@@ -209,19 +195,8 @@ TEST(ElfFileTest, HugeOrManyNoteSegmentsAreNotRead) {
   for (auto [count, size] : {std::pair<int, uint64_t>{1, uint64_t{2} << 30},
                              std::pair<int, uint64_t>{1500, uint64_t{1} << 20}}) {
     SCOPED_TRACE(count);
-    Elf64_Ehdr eh = LittleEndianHeader();
-    eh.e_phentsize = sizeof(Elf64_Phdr);
-    eh.e_phoff = sizeof(Elf64_Ehdr);
-    eh.e_phnum = static_cast<uint16_t>(count);
-    Elf64_Phdr ph{};
-    ph.p_type = PT_NOTE;
-    ph.p_offset = uint64_t{1} << 20;  // past the headers
-    ph.p_filesz = ph.p_memsz = size;
-    std::string bytes(reinterpret_cast<const char*>(&eh), sizeof(eh));
-    for (int i = 0; i < count; ++i) bytes.append(reinterpret_cast<const char*>(&ph), sizeof(ph));
     const std::string path = dir.File("notes" + std::to_string(count) + ".so");
-    ASSERT_TRUE(ReplaceFile(path, bytes).ok());
-    ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(ph.p_offset + size)), 0);  // sparse
+    ASSERT_TRUE(testing::WriteSparseNotesElf(path, count, size));
     EXPECT_TRUE(NotesLeftUnread(path));
   }
 }

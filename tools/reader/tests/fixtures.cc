@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <functional>
 #include <filesystem>
@@ -160,6 +162,38 @@ std::string FakeKallsyms(uint64_t text, uint64_t module) {
 #include "elf_file.h"
 
 namespace mmap3::testing {
+
+Elf64_Ehdr LittleEndianElfHeader() {
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_type = ET_DYN;
+  eh.e_machine = EM_X86_64;
+  eh.e_version = EV_CURRENT;
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  return eh;
+}
+
+bool WriteSparseNotesElf(const std::string& path, int count, uint64_t size) {
+  Elf64_Ehdr eh = LittleEndianElfHeader();
+  eh.e_phentsize = sizeof(Elf64_Phdr);
+  eh.e_phoff = sizeof(Elf64_Ehdr);
+  eh.e_phnum = static_cast<uint16_t>(count);
+  Elf64_Phdr ph{};
+  ph.p_type = PT_NOTE;
+  ph.p_offset = uint64_t{1} << 20;  // past the headers
+  ph.p_filesz = ph.p_memsz = size;
+  std::string bytes(reinterpret_cast<const char*>(&eh), sizeof(eh));
+  for (int i = 0; i < count; ++i) bytes.append(reinterpret_cast<const char*>(&ph), sizeof(ph));
+  WriteFile(path, bytes);
+  if (truncate(path.c_str(), static_cast<off_t>(ph.p_offset + size)) != 0) {
+    ADD_FAILURE() << "truncate " << path << ": " << std::strerror(errno);
+    return false;
+  }
+  return true;
+}
 
 uint64_t FunctionFileOffset(const std::string& path, const std::string& name) {
   auto elf = ElfFile::Open(path);

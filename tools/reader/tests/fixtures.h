@@ -3,6 +3,8 @@
 #ifndef MMAP3_READER_TESTS_FIXTURES_H_
 #define MMAP3_READER_TESTS_FIXTURES_H_
 
+#include <elf.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,6 +39,14 @@ bool BuildSharedLibrary(const std::string& output, const std::string& functions,
                         const std::string& build_id_hex);
 
 void WriteFile(const std::string& path, const std::string& contents);
+
+// An x86-64 ELF shared object's header with no headers of any kind yet.
+Elf64_Ehdr LittleEndianElfHeader();
+
+// Writes at `path` an ELF file of `count` PT_NOTE segments of `size` bytes
+// each, all at offset 1 MiB, with no build-id: a sparse file, nearly
+// nothing on disk.  Fails the test and returns false if it cannot.
+bool WriteSparseNotesElf(const std::string& path, int count, uint64_t size);
 
 // Fixed build-ids used across tests.
 inline const char* kIdV1 = "1111111111111111111111111111111111111111";
