@@ -185,6 +185,14 @@ class Profile {
   void OnSample(const SampleRecord& s);
   // OnSample() in two steps: false if the sample is counted as bad.
   bool BeginSample(const SampleRecord& s, SampleStart* start);
+  // The task (event, comm, pid and tid as the sort keys want) of a sample
+  // of `event` by pid/tid: from a direct-mapped cache by tid.
+  uint32_t TaskOf(uint32_t event, uint32_t pid, uint32_t tid);
+  // ProcessBatch() where flat_only_ and the capture has one event.
+  void ProcessFlatBatch(std::span<const Bytes> records);
+  // What the full decoder fills for ProcessFlatBatch(): a member, so that
+  // the loop's own fields are not a SampleRecord whose address escapes.
+  SampleRecord flat_scratch_;
   void FinishSample(const SampleRecord& s, const SampleStart& start);
   // FinishSample() when flat_only_: the leaf's flat count, nothing else.
   void CountFlat(const SampleRecord& s, const SampleStart& start);

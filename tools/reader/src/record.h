@@ -248,48 +248,85 @@ DecodeStatus DecodeRecord(Bytes bytes, const SampleLayout& layout, Record* out);
 // whose verdict is the only one: the inline part accepts exactly what it
 // accepts, with the same fields (a test holds the two to that).
 DecodeStatus DecodeSampleRecordFull(Bytes bytes, const SampleLayout& layout, SampleRecord* out);
+
+// A sample record's fixed fields and call chain, read where its layout puts
+// them when asked for: a caller that needs four fields loads four, and
+// keeps them in registers (a SampleRecord filled for it is stored whole
+// and read back).  Of() makes the inline decoder's checks; where they
+// fail, only DecodeSampleRecordFull() may say what the record holds.
+// DecodeSampleRecord() is this view copied into a SampleRecord.
+class SampleView {
+ public:
+  [[gnu::always_inline]] static bool Of(Bytes bytes, const SampleLayout& l, SampleView* out) {
+    perf_event_header h;
+    if (bytes.size() < sizeof(h) || l.read_value != 0) return false;
+    std::memcpy(&h, bytes.data(), sizeof(h));
+    // CheckFrame()'s rules for a kernel record, and the fixed fields' room.
+    if (h.type != PERF_RECORD_SAMPLE || h.size != bytes.size() || h.size % 8 != 0 ||
+        h.size < l.fixed_end)
+      return false;
+    out->p_ = bytes.data();
+    out->l_ = &l;
+    out->misc_ = h.misc;
+    out->callchain_ = U64Array();
+    if (l.callchain) {
+      // The chain's nr and its words must lie inside the record.
+      const size_t room = h.size - l.fixed_end;
+      if (room < 8) return false;
+      const uint64_t nr = out->Load64(l.fixed_end);
+      if (nr > (room - 8) / 8) return false;
+      out->callchain_ = U64Array(bytes.data() + l.fixed_end + 8, nr);
+    }
+    return true;
+  }
+
+  uint16_t misc() const { return misc_; }
+  uint64_t ip() const { return Pick64(SampleLayout::kPickIp); }
+  uint32_t pid() const { return Pick32(SampleLayout::kPickTid, 0); }
+  uint32_t tid() const { return Pick32(SampleLayout::kPickTid, 4); }
+  uint64_t time() const { return Pick64(SampleLayout::kPickTime); }
+  uint64_t id() const { return Pick64(SampleLayout::kPickId); }
+  uint32_t cpu() const { return Pick32(SampleLayout::kPickCpu, 0); }
+  // 1 when the samples carry no period.
+  uint64_t period() const {
+    return Pick64(SampleLayout::kPickPeriod) | (~l_->pick_keep[SampleLayout::kPickPeriod] & 1);
+  }
+  U64Array callchain() const { return callchain_; }
+
+ private:
+  uint64_t Load64(uint16_t at) const {
+    uint64_t v;
+    std::memcpy(&v, p_ + at, 8);
+    return v;
+  }
+  uint64_t Pick64(SampleLayout::Pick f) const { return Load64(l_->pick_at[f]) & l_->pick_keep[f]; }
+  uint32_t Pick32(SampleLayout::Pick f, uint16_t plus) const {
+    uint32_t v;
+    std::memcpy(&v, p_ + l_->pick_at[f] + plus, 4);
+    return v & static_cast<uint32_t>(l_->pick_keep[f]);
+  }
+
+  const uint8_t* p_ = nullptr;
+  const SampleLayout* l_ = nullptr;
+  uint16_t misc_ = 0;
+  U64Array callchain_;
+};
+
 [[gnu::always_inline]] inline DecodeStatus DecodeSampleRecord(Bytes bytes,
                                                               const SampleLayout& l,
                                                               SampleRecord* out) {
-  perf_event_header h;
-  if (bytes.size() < sizeof(h) || l.read_value != 0) return DecodeSampleRecordFull(bytes, l, out);
-  std::memcpy(&h, bytes.data(), sizeof(h));
-  // CheckFrame()'s rules for a kernel record, and the fixed fields' room.
-  if (h.type != PERF_RECORD_SAMPLE || h.size != bytes.size() || h.size % 8 != 0 ||
-      h.size < l.fixed_end)
-    return DecodeSampleRecordFull(bytes, l, out);
-  const uint8_t* p = bytes.data();
-  auto load64 = [p](uint16_t at) {
-    uint64_t v;
-    std::memcpy(&v, p + at, 8);
-    return v;
-  };
-  U64Array callchain;
-  if (l.callchain) {
-    // The chain's nr and its words must lie inside the record.
-    const size_t room = h.size - l.fixed_end;
-    if (room < 8) return DecodeSampleRecordFull(bytes, l, out);
-    const uint64_t nr = load64(l.fixed_end);
-    if (nr > (room - 8) / 8) return DecodeSampleRecordFull(bytes, l, out);
-    callchain = U64Array(p + l.fixed_end + 8, nr);
-  }
-  auto pick64 = [&](SampleLayout::Pick f) { return load64(l.pick_at[f]) & l.pick_keep[f]; };
-  auto pick32 = [&](SampleLayout::Pick f, uint16_t plus) {
-    uint32_t v;
-    std::memcpy(&v, p + l.pick_at[f] + plus, 4);
-    return v & static_cast<uint32_t>(l.pick_keep[f]);
-  };
+  SampleView v;
+  if (!SampleView::Of(bytes, l, &v)) return DecodeSampleRecordFull(bytes, l, out);
   SampleRecord& s = *out;
-  s.misc = h.misc;
-  s.ip = pick64(SampleLayout::kPickIp);
-  s.pid = pick32(SampleLayout::kPickTid, 0);
-  s.tid = pick32(SampleLayout::kPickTid, 4);
-  s.time = pick64(SampleLayout::kPickTime);
-  s.id = pick64(SampleLayout::kPickId);
-  s.cpu = pick32(SampleLayout::kPickCpu, 0);
-  // 1 when the samples carry no period.
-  s.period = pick64(SampleLayout::kPickPeriod) | (~l.pick_keep[SampleLayout::kPickPeriod] & 1);
-  s.callchain = callchain;
+  s.misc = v.misc();
+  s.ip = v.ip();
+  s.pid = v.pid();
+  s.tid = v.tid();
+  s.time = v.time();
+  s.id = v.id();
+  s.cpu = v.cpu();
+  s.period = v.period();
+  s.callchain = v.callchain();
   return DecodeStatus::kOk;
 }
 

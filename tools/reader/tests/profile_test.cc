@@ -912,6 +912,57 @@ TEST(ProfileTest, BatchesCountWhatRecordByRecordCounts) {
   }
 }
 
+// The flat report of a capture with one event has a loop of its own
+// (ProcessFlatBatch()); it too must count what Process() counts: here the
+// samples of MixedRecords() written again without a period or a chain,
+// under a fixed period (perf record -c), and with their own.
+TEST(ProfileTest, FlatBatchesOfOneEventCountWhatRecordByRecordCounts) {
+  const SampleFormat plain{PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU,
+                           0, true};
+  std::vector<std::vector<uint8_t>> records;
+  for (const std::vector<uint8_t>& r : MixedRecords(12)) {
+    SampleRecord s;
+    if (DecodeSampleRecord(r, kFormat, &s) == DecodeStatus::kOk)
+      records.push_back(EncodeSample(s, {}, plain));
+    else
+      records.push_back(r);  // the trailers do not depend on the bits dropped
+  }
+  auto report = [&](ProfileOptions o, bool batches) {
+    Profile p(o);
+    p.SetFormat(plain);
+    std::vector<Bytes> views(records.begin(), records.end());
+    std::mt19937_64 split(6);
+    for (size_t i = 0; i < views.size();) {
+      const size_t n = batches ? std::min<size_t>(views.size() - i, 1 + split() % 80) : 1;
+      if (batches)
+        p.ProcessBatch(std::span<const Bytes>(views).subspan(i, n));
+      else
+        p.Process(views[i]);
+      i += n;
+    }
+    SymbolSearch search;
+    search.debug_dir = "";
+    const ReportModel m = ReportWith(p, search);
+    std::ostringstream out;
+    WriteTextReport(m, out);
+    WriteJsonReport(m, out);
+    out << p.samples() << " " << p.bad_records() << " " << p.unattributed() << " " << p.locations()
+        << " " << m.events.at(0).period;
+    // The premise: a fixed period is what each sample counts.
+    if (o.events[0].fixed_period != 0)
+      EXPECT_EQ(m.events.at(0).period, p.samples() * o.events[0].fixed_period);
+    return out.str();
+  };
+  for (uint64_t fixed : {uint64_t{0}, uint64_t{4000}}) {
+    ProfileOptions o;
+    o.events.emplace_back();
+    o.events[0].fixed_period = fixed;
+    const std::string one = report(o, false), batched = report(o, true);
+    EXPECT_EQ(one, batched) << "fixed period " << fixed;
+    EXPECT_NE(one.find("[unknown]"), std::string::npos);
+  }
+}
+
 // A chain seen again in the same epoch is counted through its memo entry,
 // its counts kept there until a report reads them or the entry is filled in
 // again: what it counts must be what resolving every sample counts (the
