@@ -864,6 +864,38 @@ std::vector<std::vector<uint8_t>> MixedRecords(uint64_t seed) {
   return records;
 }
 
+// What a Profile of `o` makes of `records` (of `format`), counted record by
+// record with Process() or, with `batches`, in batches of 1 to 80 records
+// (ProcessBatch()): its reports in every format, and its counts.
+struct Counted {
+  std::string reports;
+  uint64_t samples = 0, period = 0;  // the first event's
+};
+Counted CountRecords(const std::vector<std::vector<uint8_t>>& records, const SampleFormat& format,
+                     const ProfileOptions& o, bool batches) {
+  Profile p(o);
+  p.SetFormat(format);
+  std::vector<Bytes> views(records.begin(), records.end());
+  std::mt19937_64 split(5);
+  for (size_t i = 0; i < views.size();) {
+    const size_t n = batches ? std::min<size_t>(views.size() - i, 1 + split() % 80) : 1;
+    if (batches)
+      p.ProcessBatch(std::span<const Bytes>(views).subspan(i, n));
+    else
+      p.Process(views[i]);
+    i += n;
+  }
+  SymbolSearch s;
+  s.debug_dir = "";
+  const ReportModel m = ReportWith(p, s);
+  std::ostringstream out;
+  WriteTextReport(m, out);
+  WriteFoldedReport(m, out);
+  WriteJsonReport(m, out);
+  out << p.samples() << " " << p.bad_records() << " " << p.unattributed() << " " << p.locations();
+  return Counted{out.str(), p.samples(), m.events.at(0).period};
+}
+
 // ProcessBatch() overlaps the work of a run of samples; what it counts must
 // be what Process() counts record by record, whatever the batches: with
 // mappings, forks, exits and renames between the samples (each of which
@@ -871,28 +903,8 @@ std::vector<std::vector<uint8_t>> MixedRecords(uint64_t seed) {
 // again and first seen, in every mode a report has.
 TEST(ProfileTest, BatchesCountWhatRecordByRecordCounts) {
   const std::vector<std::vector<uint8_t>> records = MixedRecords(11);
-  auto report = [&](ProfileOptions o, bool batches) {
-    Profile p(o);
-    p.SetFormat(kFormat);
-    std::vector<Bytes> views(records.begin(), records.end());
-    std::mt19937_64 split(5);
-    for (size_t i = 0; i < views.size();) {
-      const size_t n = batches ? std::min<size_t>(views.size() - i, 1 + split() % 80) : 1;
-      if (batches)
-        p.ProcessBatch(std::span<const Bytes>(views).subspan(i, n));
-      else
-        p.Process(views[i]);
-      i += n;
-    }
-    SymbolSearch s;
-    s.debug_dir = "";
-    const ReportModel m = ReportWith(p, s);
-    std::ostringstream out;
-    WriteTextReport(m, out);
-    WriteFoldedReport(m, out);
-    WriteJsonReport(m, out);
-    out << p.samples() << " " << p.bad_records() << " " << p.unattributed() << " " << p.locations();
-    return out.str();
+  auto report = [&](const ProfileOptions& o, bool batches) {
+    return CountRecords(records, kFormat, o, batches).reports;
   };
   for (int mode = 0; mode < 6; ++mode) {
     ProfileOptions o;
@@ -927,39 +939,16 @@ TEST(ProfileTest, FlatBatchesOfOneEventCountWhatRecordByRecordCounts) {
     else
       records.push_back(r);  // the trailers do not depend on the bits dropped
   }
-  auto report = [&](ProfileOptions o, bool batches) {
-    Profile p(o);
-    p.SetFormat(plain);
-    std::vector<Bytes> views(records.begin(), records.end());
-    std::mt19937_64 split(6);
-    for (size_t i = 0; i < views.size();) {
-      const size_t n = batches ? std::min<size_t>(views.size() - i, 1 + split() % 80) : 1;
-      if (batches)
-        p.ProcessBatch(std::span<const Bytes>(views).subspan(i, n));
-      else
-        p.Process(views[i]);
-      i += n;
-    }
-    SymbolSearch search;
-    search.debug_dir = "";
-    const ReportModel m = ReportWith(p, search);
-    std::ostringstream out;
-    WriteTextReport(m, out);
-    WriteJsonReport(m, out);
-    out << p.samples() << " " << p.bad_records() << " " << p.unattributed() << " " << p.locations()
-        << " " << m.events.at(0).period;
-    // The premise: a fixed period is what each sample counts.
-    if (o.events[0].fixed_period != 0)
-      EXPECT_EQ(m.events.at(0).period, p.samples() * o.events[0].fixed_period);
-    return out.str();
-  };
   for (uint64_t fixed : {uint64_t{0}, uint64_t{4000}}) {
     ProfileOptions o;
     o.events.emplace_back();
     o.events[0].fixed_period = fixed;
-    const std::string one = report(o, false), batched = report(o, true);
-    EXPECT_EQ(one, batched) << "fixed period " << fixed;
-    EXPECT_NE(one.find("[unknown]"), std::string::npos);
+    const Counted one = CountRecords(records, plain, o, false);
+    const Counted batched = CountRecords(records, plain, o, true);
+    EXPECT_EQ(one.reports, batched.reports) << "fixed period " << fixed;
+    EXPECT_NE(one.reports.find("[unknown]"), std::string::npos);
+    // The premise: a fixed period is what each sample counts.
+    if (fixed != 0) EXPECT_EQ(one.period, one.samples * fixed);
   }
 }
 
