@@ -457,7 +457,7 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
 // the two halves costs about 35 instructions a sample (callgrind).
 [[gnu::always_inline]] inline bool Profile::BeginSample(const SampleRecord& s, SampleStart* start) {
   uint32_t event = 0;
-  if (!options_.event_of_id.empty()) {
+  if (options_.events.size() > 1) {
     auto it = options_.event_of_id.find(s.id);
     if (it == options_.event_of_id.end() || it->second >= event_samples_.size()) {
       ++bad_records_;  // of no event the capture has
@@ -501,7 +501,7 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
   // names), so the counts are those of Process() record by record.
   // Without chains there is nothing to prefetch ahead of a sample, and
   // record by record is faster (measured on the flat replay row).
-  if (flat_only_ && options_.event_of_id.empty()) {
+  if (flat_only_ && options_.events.size() == 1) {
     ProcessFlatBatch(records);
     return;
   }

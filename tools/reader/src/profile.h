@@ -64,8 +64,10 @@ struct ProfileOptions {
   // the counts are filled in by the report).  Empty: one event, unnamed.
   std::vector<ReportEvent> events;
   // Which of `events` a sample is of, by its id (PERF_SAMPLE_IDENTIFIER or
-  // ID).  Empty: every sample is of the first.  A sample whose id is not
-  // here is counted as a bad record.
+  // ID), where there are several events; with one, every sample is of it.
+  // A sample whose id is not here is counted as a bad record, also when
+  // no id is (every id listed by two events: helper-61's review found
+  // such samples given to the first event).
   KeyedMap<uint64_t, uint32_t> event_of_id;
 };
 

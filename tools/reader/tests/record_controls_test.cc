@@ -685,6 +685,30 @@ TEST_F(TwoEventsTest, AnIdOfTwoEventsIsOfNeither) {
   EXPECT_EQ(m.bad_records, 3u);
 }
 
+TEST_F(TwoEventsTest, SamplesOfTwoEventsThatListOnlyTheSameIdsAreOfNeither) {
+  // Every id both attrs list: no id is left to tell the events apart, and
+  // the samples are still of neither (helper-61's review: they went to the
+  // first event, "cycles 10, instructions 0", while the same samples were
+  // bad records as soon as one other id was listed), in every way a report
+  // counts them.
+  const std::string file = dir_.File("alldup.data");
+  {
+    PerfFileAttr clock = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, 1000000, {101});
+    PerfFileAttr faults = Attr(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, 1, {101});
+    auto w = PerfDataWriter::Create(file, {clock, faults});
+    ASSERT_TRUE(w.ok());
+    uint64_t t = 1;
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(w->Write(Sample(101, spin_, 1000000, t++, 0)).ok());
+    ASSERT_TRUE(w->Finish({}, "{}").ok());
+  }
+  for (bool frames : {false, true}) {
+    ReportModel m = Report(file, {}, false, frames);
+    ASSERT_EQ(m.events.size(), 2u);
+    EXPECT_EQ(m.events[0].samples + m.events[1].samples, 0u) << "frames " << frames;
+    EXPECT_EQ(m.bad_records, 4u) << "frames " << frames;
+  }
+}
+
 std::string Gunzip(const std::string& gz) {
   z_stream z;
   std::memset(&z, 0, sizeof(z));
