@@ -478,8 +478,8 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
   start->space = SampleSpace(s.misc);
   start->memo_hash = 0;
   if (Memoized()) {
-    const std::array<uint64_t, 3> head = MemoHead(s, *start);
-    start->memo_hash = memo_.HashOf(head, s.callchain.bytes());
+    start->memo_head = MemoHead(s, *start);
+    start->memo_hash = memo_.HashOf(start->memo_head, s.callchain.bytes());
   }
   return true;
 }
@@ -667,11 +667,10 @@ void Profile::ProcessFlatBatch(std::span<const Bytes> records) {
   ChainMemo::Entry memo = ChainMemo::kFull;
   ChainMemo::Ids ids;
   if (Memoized()) {
-    const std::array<uint64_t, 3> head = MemoHead(s, start);
     bool valid = false;
-    memo = memo_.Lookup(head, s.callchain.bytes(), start.memo_hash, epoch_, &valid);
+    memo = memo_.Lookup(start.memo_head, s.callchain.bytes(), start.memo_hash, epoch_, &valid);
     if (valid) {
-      note_leaf(memo_.Get(memo).leaf_object);
+      note_leaf(memo_.LeafObject(memo));
       memo_.Accumulate(memo, period);
       return;
     }

@@ -181,6 +181,8 @@ class Profile {
   struct SampleStart {
     uint64_t period;
     uint64_t memo_hash;  // when Memoized()
+    // When Memoized(): MemoHead(), made once for the hash and the lookup.
+    std::array<uint64_t, 3> memo_head;
     uint32_t comm;
     Space space;
   };

@@ -215,6 +215,11 @@ class ChainMemo {
     // The header and a 16-deep chain's words: four cache lines.
     for (int line = 0; line < 4; ++line) __builtin_prefetch(w + line * 64);
   }
+  // Get()'s leaf_object alone: a hit reads one word, not five (Get() was
+  // kept out of line, 14 instructions a sample).
+  const MappedObject* LeafObject(Entry e) const {
+    return reinterpret_cast<const MappedObject*>(words_[e + kLeafObject]);
+  }
   Ids Get(Entry e) const {
     Ids ids;
     ids.stack = static_cast<uint32_t>(words_[e + kStackChain]);
