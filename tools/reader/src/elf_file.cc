@@ -53,14 +53,18 @@ bool FindBuildIdNote(Elf_Data* data, BuildId* out) {
 // and keeps it until the file is closed): a build-id note is 36 bytes, and
 // every note of a linked object together some hundreds.  At most this many
 // bytes of them are read from a file, in all; a note block that would pass
-// it is skipped.  A sparse file of 4 KB on disk with a 3 GB PT_NOTE cost
+// it is not read, and ends the search (FindBuildId()).  A sparse file of 4 KB on disk with a 3 GB PT_NOTE cost
 // the recorder 3 GB and 20 s, one with 1,500 notes of 1 MiB each 1.5 GB
 // (helper-58's and helper-59's reviews).
 constexpr uint64_t kMaxNotesBytes = 1 << 20;
 
-// The GNU build-id of an ELF file; empty if none was found, and then
-// *skipped says whether a note block was left unread for its size (the
-// file may have an id that was not looked at).
+// The GNU build-id of an ELF file: its first GNU build-id note, in the
+// PT_NOTE segments' order, then the SHT_NOTE sections' (as the kernel and
+// perf take it).  Empty if none was found; then *skipped says whether a
+// note block was left unread for its size.  Nothing after such a block is
+// taken: an id found there may not be the first (helper-62's review: a
+// crafted file read as its second id, where the kernel's records said the
+// first, and the build-id cache called the untouched file changed).
 BuildId FindBuildId(Elf* elf, bool* skipped) {
   BuildId id;
   uint64_t budget = kMaxNotesBytes;
@@ -77,9 +81,9 @@ BuildId FindBuildId(Elf* elf, bool* skipped) {
   if (elf_getphdrnum(elf, &phnum) == 0) {
     for (size_t i = 0; i < phnum; ++i) {
       GElf_Phdr ph;
-      if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_NOTE ||
-          !take(ph.p_filesz))
+      if (gelf_getphdr(elf, static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_NOTE)
         continue;
+      if (!take(ph.p_filesz)) return {};
       Elf_Data* data = elf_getdata_rawchunk(elf, static_cast<int64_t>(ph.p_offset), ph.p_filesz,
                                             ELF_T_NHDR);
       if (FindBuildIdNote(data, &id)) return id;
@@ -88,8 +92,8 @@ BuildId FindBuildId(Elf* elf, bool* skipped) {
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(elf, scn)) != nullptr) {
     GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE || !take(sh.sh_size))
-      continue;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE) continue;
+    if (!take(sh.sh_size)) return {};
     Elf_Data* data = nullptr;
     while ((data = elf_getdata(scn, data)) != nullptr) {
       if (FindBuildIdNote(data, &id)) return id;

@@ -201,6 +201,31 @@ TEST(ElfFileTest, HugeOrManyNoteSegmentsAreNotRead) {
   }
 }
 
+// The file's build-id is its first GNU build-id note, as the kernel and
+// perf read it: past a note segment left unread, an id found later may
+// not be the first, and is not taken for it (helper-62's review: a file
+// whose first segment, over the budget, began with one id and whose next
+// held another read as the other one; the kernel's records said the
+// first, and the build-id cache called the untouched file changed).
+TEST(ElfFileTest, AnIdAfterNotesLeftUnreadIsNotTakenForTheFilesId) {
+  TempDir dir;
+  const std::string path = dir.File("two.so");
+  const BuildId later = testing::Id(testing::kIdV2);
+  ASSERT_TRUE(testing::WriteSparseNotesElf(path, 1, (uint64_t{1} << 20) + 1, &later));
+  EXPECT_TRUE(NotesLeftUnread(path));
+  auto elf = ElfFile::Open(path);
+  ASSERT_FALSE(elf.ok());
+  EXPECT_NE(elf.status().ToString().find("not known"), std::string::npos)
+      << elf.status().ToString();
+  // The premise: within the budget, the later segment's id is the file's.
+  ASSERT_TRUE(testing::WriteSparseNotesElf(path, 1, 4096, &later));
+  auto fd = OpenRegularFile(path);
+  ASSERT_TRUE(fd.ok());
+  auto id = ReadBuildIdFromFd(fd->get(), path);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(*id, later);
+}
+
 TEST(ElfFileTest, StrippedLibraryStillHasDynamicSymbols) {
   TempDir dir;
   const std::string lib = dir.File("libs.so");

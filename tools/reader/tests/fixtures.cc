@@ -176,17 +176,27 @@ Elf64_Ehdr LittleEndianElfHeader() {
   return eh;
 }
 
-bool WriteSparseNotesElf(const std::string& path, int count, uint64_t size) {
+bool WriteSparseNotesElf(const std::string& path, int count, uint64_t size,
+                         const BuildId* after) {
   Elf64_Ehdr eh = LittleEndianElfHeader();
   eh.e_phentsize = sizeof(Elf64_Phdr);
   eh.e_phoff = sizeof(Elf64_Ehdr);
-  eh.e_phnum = static_cast<uint16_t>(count);
+  eh.e_phnum = static_cast<uint16_t>(count + (after != nullptr ? 1 : 0));
   Elf64_Phdr ph{};
   ph.p_type = PT_NOTE;
   ph.p_offset = uint64_t{1} << 20;  // past the headers
   ph.p_filesz = ph.p_memsz = size;
   std::string bytes(reinterpret_cast<const char*>(&eh), sizeof(eh));
   for (int i = 0; i < count; ++i) bytes.append(reinterpret_cast<const char*>(&ph), sizeof(ph));
+  if (after != nullptr) {
+    const std::string note = BuildIdNotes(*after);
+    Elf64_Phdr small = ph;
+    small.p_offset = bytes.size() + sizeof(small);  // right after this header
+    small.p_filesz = small.p_memsz = note.size();
+    small.p_align = 4;
+    bytes.append(reinterpret_cast<const char*>(&small), sizeof(small));
+    bytes += note;
+  }
   WriteFile(path, bytes);
   if (truncate(path.c_str(), static_cast<off_t>(ph.p_offset + size)) != 0) {
     ADD_FAILURE() << "truncate " << path << ": " << std::strerror(errno);

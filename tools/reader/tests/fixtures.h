@@ -45,8 +45,11 @@ Elf64_Ehdr LittleEndianElfHeader();
 
 // Writes at `path` an ELF file of `count` PT_NOTE segments of `size` bytes
 // each, all at offset 1 MiB, with no build-id: a sparse file, nearly
-// nothing on disk.  Fails the test and returns false if it cannot.
-bool WriteSparseNotesElf(const std::string& path, int count, uint64_t size);
+// nothing on disk.  With `after`, one more small PT_NOTE segment follows
+// them, holding a GNU build-id note of that id.  Fails the test and
+// returns false if it cannot.
+bool WriteSparseNotesElf(const std::string& path, int count, uint64_t size,
+                         const BuildId* after = nullptr);
 
 // Fixed build-ids used across tests.
 inline const char* kIdV1 = "1111111111111111111111111111111111111111";
