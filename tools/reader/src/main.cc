@@ -52,6 +52,19 @@ int ReportExit(const ReportModel& model) {
   return model.debuginfod_failed ? kExitFailure : kExitOk;
 }
 
+// The outputs without the text report's header (folded stacks, pprof, a
+// flame graph, script) do not show the records left out; where there were
+// any, say so on stderr (helper-62's review: a capture whose samples were
+// all of ids that two events list printed nothing and exited 0).
+void NoteBadRecords(const ReportModel& model) {
+  if (model.bad_records == 0) return;
+  fmt::print(stderr,
+             "mmap3-reader: warning: {} bad records not counted (malformed, or samples of an "
+             "id that no single event of the capture has); the text report's header and "
+             "--format json count them\n",
+             model.bad_records);
+}
+
 void PrintReport(const ReportModel& model, Format format) {
   switch (format) {
     case Format::kText: WriteTextReport(model, std::cout); break;
@@ -563,6 +576,7 @@ int Main(int argc, char** argv) {
         fmt::print(stderr, "[ wrote {}: flame graph, {} samples{} ]\n", report_output,
                    model->matched_samples,
                    model->callchains ? "" : "; flat (the capture has no call chains: record -g)");
+      NoteBadRecords(*model);
       return kExitOk;
     }
     if (format == Format::kPprof) {
@@ -580,9 +594,11 @@ int Main(int argc, char** argv) {
                                       : std::to_string(model->samples),
                    model->frame_stacks.size(),
                    model->frame_mappings.size(), model->frame_locations.size());
+      NoteBadRecords(*model);
       return ReportExit(*model);
     }
     PrintReport(*model, format);
+    if (format == Format::kFolded) NoteBadRecords(*model);
     // perf report shows an empty table and exits 0; so do we, and say why.
     if (controls.Filters() && model->matched_samples == 0)
       fmt::print(stderr, "mmap3-reader: no samples match {} (of {} samples)\n",
@@ -599,6 +615,7 @@ int Main(int argc, char** argv) {
     if (!model.ok()) return Fail(model.status());
     WriteScript(*model, script_callchains, std::cout);
     std::cout.flush();
+    NoteBadRecords(*model);
     return ReportExit(*model);
   }
   if (buildid_list->parsed()) {

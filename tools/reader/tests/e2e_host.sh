@@ -1341,6 +1341,28 @@ t_errors_are_clear() {
 	printf 'not a perf.data file at all' >"$W/garbage.data"
 	rc=0; "$READER_BIN" inject -i "$W/garbage.data" -o "$W/garbage.out" >"$W/o" 2>&1 || rc=$?
 	[ $rc -eq 1 ] && [ ! -e "$W/garbage.out" ] || { cat "$W/o"; fail "inject of garbage: exit $rc"; }
+	# A capture whose last record claims more bytes than the file has: the
+	# outputs without the text header say, on stderr, that records were
+	# left out (folded, script and pprof printed nothing of it).
+	"$READER_BIN" record -q -o "$W/cut.data" --no-buildid-cache -- true
+	python3 - "$W/cut.data" <<'PY'
+import struct, sys
+path = sys.argv[1]
+b = bytearray(open(path, 'rb').read())
+off, size = struct.unpack_from('<QQ', b, 40)  # perf_file_header.data
+pos, last = off, None
+while pos + 8 <= off + size:
+    last = pos
+    pos += struct.unpack_from('<H', b, pos + 6)[0]
+struct.pack_into('<H', b, last + 6, 0xfff8)  # past the end of the data
+open(path, 'wb').write(b)
+PY
+	"$READER_BIN" report -i "$W/cut.data" --format json >"$W/cut.json" 2>/dev/null
+	json_check "$W/cut.json" "d['capture']['bad_records'] >= 1"
+	"$READER_BIN" script -i "$W/cut.data" >/dev/null 2>"$W/o" || fail "script of a cut capture: exit $?"
+	grep -q "bad records not counted" "$W/o" || { cat "$W/o"; fail "script: no word of the bad records"; }
+	rc=0; "$READER_BIN" report -i "$W/cut.data" --format pprof -o "$W/cut.pb.gz" >/dev/null 2>"$W/o" || rc=$?
+	grep -q "bad records not counted" "$W/o" || { cat "$W/o"; fail "pprof: no word of the bad records (exit $rc)"; }
 }
 
 # Every cached file is the file it was copied from, byte for byte: nothing
