@@ -53,9 +53,10 @@ bool FindBuildIdNote(Elf_Data* data, BuildId* out) {
 // and keeps it until the file is closed): a build-id note is 36 bytes, and
 // every note of a linked object together some hundreds.  At most this many
 // bytes of them are read from a file, in all; a note block that would pass
-// it is not read, and ends the search (FindBuildId()).  A sparse file of 4 KB on disk with a 3 GB PT_NOTE cost
-// the recorder 3 GB and 20 s, one with 1,500 notes of 1 MiB each 1.5 GB
-// (helper-58's and helper-59's reviews).
+// it is not read, and ends the search (FindBuildId()).  A sparse file of
+// 4 KB on disk with a 3 GB PT_NOTE cost the recorder 3 GB and 20 s, one
+// with 1,500 notes of 1 MiB each 1.5 GB (helper-58's and helper-59's
+// reviews).
 constexpr uint64_t kMaxNotesBytes = 1 << 20;
 
 // The GNU build-id of an ELF file: its first GNU build-id note, in the

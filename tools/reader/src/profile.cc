@@ -573,12 +573,12 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
 
 // ProcessBatch() for the flat report of a capture with one event: the
 // flat replay's loop.  What BeginSample() and CountFlat() do, with what
-// does not change within a batch read once (the event, its fixed period,
-// the sort keys) and only the fields it uses read from each sample
-// (SampleView), so that they stay in registers; the counts of samples and
-// periods are added up here and settled before any other record and at
-// the end.  ProfileTest's batch tests hold it to Process(): 326 -> 279
-// instructions a record on the flat replay (callgrind).
+// does not change within a batch read once (the event, its fixed period)
+// and only the fields it uses read from each sample (SampleView), so that
+// they stay in registers; the counts of samples and periods are added up
+// here and settled before any other record and at the end.  ProfileTest's
+// batch tests hold it to Process(): 326 -> 281 instructions a record on
+// the flat replay (callgrind).
 void Profile::ProcessFlatBatch(std::span<const Bytes> records) {
   const SampleLayout& l = layout_;
   const uint64_t fixed = options_.events[0].fixed_period;
