@@ -577,7 +577,7 @@ int Main(int argc, char** argv) {
                    model->matched_samples,
                    model->callchains ? "" : "; flat (the capture has no call chains: record -g)");
       NoteBadRecords(*model);
-      return kExitOk;
+      return ReportExit(*model);
     }
     if (format == Format::kPprof) {
       auto bytes = EncodePprof(*model);

@@ -1606,6 +1606,12 @@ t_debuginfod_unreachable_is_bounded_and_said_once() {
 	json_check "$d/down.json" "len({r['build_id'] for r in rows if r['symbol_status'] == 'no_file'}) >= 2 and 'executable of %s)' % min(r['build_id'] for r in rows if r['symbol_status'] == 'no_file') in open('$d/down.err').read()"
 	local refused_ms=$took
 	json_check "$d/down.json" "any(r['comm'] == 'prog' and r['build_id'] == '$ID1' for r in rows)"
+	# The flame graph exits as the other formats do (it exited 0), from a
+	# home of its own, whose client cache has not noted the failure.
+	mkdir -p "$d/home-svg"
+	rc=0; in_ns env HOME="$d/home-svg" DEBUGINFOD_URLS=http://127.0.0.1:9 \
+		"$READER_BIN" report -i "$d/rec.data" --format flamegraph -o "$d/down.svg" >/dev/null 2>&1 || rc=$?
+	[ $rc -eq 1 ] && [ -s "$d/down.svg" ] || fail "flame graph: exit $rc, not 1 (a server failed it), or no SVG"
 	json_check "$d/down.json" "all(r['symbol'].startswith('[unknown ${ID1:0:12}]+0x') and r['symbol_status'] == 'no_file' for r in rows if r['build_id'] == '$ID1')"
 	# A server that accepts and never answers: libdebuginfod's timeout
 	# (DEBUGINFOD_TIMEOUT) bounds it, and it too is one line.
