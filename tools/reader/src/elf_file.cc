@@ -61,9 +61,9 @@ constexpr uint64_t kMaxNotesBytes = 1 << 20;
 
 // The GNU build-id of an ELF file: its first GNU build-id note, in the
 // PT_NOTE segments' order, then the SHT_NOTE sections' (as the kernel and
-// perf take it).  Empty if none was found; then *skipped says whether a
-// note block was left unread for its size.  Nothing after such a block is
-// taken: an id found there may not be the first (helper-62's review: a
+// perf take it).  Empty if none was found.  *skipped says whether a note
+// block was left unread for its size; then the id is empty, since nothing
+// after such a block is taken: an id found there may not be the first (helper-62's review: a
 // crafted file read as its second id, where the kernel's records said the
 // first, and the build-id cache called the untouched file changed).
 BuildId FindBuildId(Elf* elf, bool* skipped) {
@@ -199,7 +199,7 @@ Status ElfFile::Load(const std::string& name) {
   }
   bool skipped = false;
   build_id_ = FindBuildId(elf_, &skipped);
-  if (build_id_.empty() && skipped) return NotesSkipped(name);
+  if (skipped) return NotesSkipped(name);  // (then nothing was taken)
   return {};
 }
 
@@ -462,7 +462,7 @@ Result<BuildId> ReadBuildIdFromFd(int fd, const std::string& name, bool* notes_u
   bool skipped = false;
   BuildId id = FindBuildId(elf, &skipped);
   elf_end(elf);
-  if (id.empty() && skipped) {
+  if (skipped) {  // (then nothing was taken)
     if (notes_unread != nullptr) *notes_unread = true;
     return NotesSkipped(name);
   }
