@@ -8,7 +8,8 @@
  * loads it, attaches it to the receiving end of a Unix datagram socket
  * pair (the same socket each time), prints "loaded <name> id <id> tag
  * <tag>", sends packets through it (the filter runs in this thread, in the
- * kernel) until the thread has used MS milliseconds of CPU time, detaches
+ * kernel) until the thread has used MS milliseconds of CPU time and sent a
+ * floor of packets (budget.h), detaches
  * and unloads it, and prints "unloaded <name>".  Exits 2 if a program
  * cannot be loaded (the message says why).
  *
@@ -25,20 +26,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
+
 #ifndef SO_ATTACH_BPF
 #define SO_ATTACH_BPF 50
 #endif
 #ifndef SO_DETACH_BPF
 #define SO_DETACH_BPF 27
 #endif
-
-static double thread_cpu_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static int wait_gone(unsigned int id)
 {
@@ -78,7 +73,7 @@ int main(int argc, char **argv)
 		struct bpf_program *prog;
 		struct bpf_prog_info info;
 		__u32 len = sizeof(info);
-		double end;
+		struct budget b;
 		int fd, err, k;
 
 		if (!obj) {
@@ -106,8 +101,9 @@ int main(int argc, char **argv)
 			printf("%02x", info.tag[k]);
 		printf("\n");
 		fflush(stdout);
-		end = thread_cpu_ms() + atof(argv[i + 1]);
-		while (thread_cpu_ms() < end) {
+		budget_start(&b, bpf_program__name(prog), CLOCK_THREAD_CPUTIME_ID,
+			     atof(argv[i + 1]), 10);
+		while (budget_more(&b)) {
 			if (send(sv[0], buf, sizeof(buf), 0) < 0 ||
 			    recv(sv[1], buf, sizeof(buf), 0) < 0) {
 				perror("send/recv");

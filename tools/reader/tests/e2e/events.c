@@ -13,8 +13,8 @@
  * With E2E_GO_FILE set in the environment the hot functions run until that
  * file exists (at most 300 s, then the process fails) before the CPU_MS
  * budget starts: a test starts a recorder, sees it ready, then says go.
- * Times are CPU time, never wall time: a loaded machine takes longer, the
- * samples stay where they are. */
+ * Times are CPU time, never wall time, with a floor of work (budget.h): a
+ * loaded machine takes longer, the samples stay where they are. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -24,15 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
+
 static volatile unsigned long sink;
-
-static double thread_cpu_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 __attribute__((noinline)) void e2e_spin_hot(int n)
 {
@@ -109,13 +103,13 @@ static void *thread_main(void *arg)
 {
 	const struct thread_arg *t = arg;
 	void (*hot)(int) = t->hot;
-	double end;
+	struct budget b;
 
 	tids[t->index] = gettid();
 	__atomic_add_fetch(&running, 1, __ATOMIC_SEQ_CST);
 	wait_for_go(hot);
-	end = thread_cpu_ms() + ms;
-	while (thread_cpu_ms() < end)
+	budget_start(&b, t->index ? "thread b" : "thread a", CLOCK_THREAD_CPUTIME_ID, ms, 10);
+	while (budget_more(&b))
 		hot(20000);
 	return NULL;
 }
@@ -129,18 +123,18 @@ int main(int argc, char **argv)
 	if (argc > 2)
 		ms = atof(argv[2]);
 	if (!strcmp(argv[1], "spin")) {
-		double end;
+		struct budget b;
 
 		wait_for_go(e2e_spin_hot);
-		end = thread_cpu_ms() + ms;
-		while (thread_cpu_ms() < end)
+		budget_start(&b, "spin", CLOCK_THREAD_CPUTIME_ID, ms, 10);
+		while (budget_more(&b))
 			e2e_spin_hot(20000);
 	} else if (!strcmp(argv[1], "faults")) {
-		double end;
+		struct budget b;
 
 		wait_for_go(e2e_spin_hot);
-		end = thread_cpu_ms() + ms;
-		while (thread_cpu_ms() < end) {
+		budget_start(&b, "faults", CLOCK_THREAD_CPUTIME_ID, ms, 0.3);
+		while (budget_more(&b)) {
 			e2e_spin_hot(200000);
 			e2e_fault_hot();
 		}

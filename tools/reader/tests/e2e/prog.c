@@ -3,11 +3,12 @@
  *
  *   prog [CPU_MS [HOLD_FILE]]
  *
- * Runs until it has used CPU_MS milliseconds of CPU time (default 500), so
- * the number of samples it gets does not depend on how loaded the machine
- * is.  With HOLD_FILE it then keeps running, idle and with its mappings in
- * place, until that file exists (at most 60 s): a test uses it to keep a
- * mapping alive until the profiler has copied the mapped file.
+ * Runs until it has used CPU_MS milliseconds of CPU time (default 500) and
+ * done a floor of work (budget.h), so the number of samples it gets does
+ * not depend on how loaded the machine is.  With HOLD_FILE it then keeps
+ * running, idle and with its mappings in place, until that file exists (at
+ * most 60 s): a test uses it to keep a mapping alive until the profiler has
+ * copied the mapped file.
  *
  * With E2E_GO_FILE set in the environment it first runs hot, in the same
  * functions, until that file exists (at most 300 s, then it fails): the
@@ -17,14 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-int e2e_lib_hot(int n);  /* libe2e.so; its name varies per library version */
+#include "budget.h"
 
-static double cpu_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+int e2e_lib_hot(int n);  /* libe2e.so; its name varies per library version */
 
 __attribute__((noinline)) int e2e_main_hot(int n)
 {
@@ -45,7 +41,7 @@ int main(int argc, char **argv)
 {
 	double ms = argc > 1 ? atof(argv[1]) : 500;
 	const char *go = getenv("E2E_GO_FILE");
-	double end;
+	struct budget b;
 	int s = 0;
 
 	if (go) {
@@ -60,8 +56,8 @@ int main(int argc, char **argv)
 			s += e2e_lib_hot(20000);
 		}
 	}
-	end = cpu_ms() + ms;
-	while (cpu_ms() < end) {
+	budget_start(&b, "prog", CLOCK_PROCESS_CPUTIME_ID, ms, 3);
+	while (budget_more(&b)) {
 		s += e2e_main_hot(20000);
 		s += e2e_lib_hot(20000);
 	}

@@ -7,9 +7,10 @@
  * "ready"; on SIGUSR1 it runs CPU_MS more milliseconds of CPU time in that
  * version, maps V2_SO's code over the library's (MAP_FIXED: the versions
  * have the same layout, their names differ only in a digit), prints
- * "remapped", runs CPU_MS milliseconds of CPU time in v2, prints "done" and
- * keeps v2 mapped until SIGUSR2, so that a recorder can read what is mapped
- * for as long as it needs (CPU time is no measure of how far the recorder
+ * "remapped", runs CPU_MS milliseconds of CPU time in v2 (each with a
+ * floor of work: budget.h), prints "done" and keeps v2 mapped until
+ * SIGUSR2, so that a recorder can read what is mapped for as long as it
+ * needs (CPU time is no measure of how far the recorder
  * got: in a guest on a loaded host, a vCPU's stolen time counts as the
  * process's).  It waits for each signal 60 s at most. */
 #include <fcntl.h>
@@ -20,6 +21,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "budget.h"
 
 int e2e_lib_hot(int n);
 
@@ -44,12 +47,14 @@ static double ms_of(clockid_t clock)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* CPU milliseconds and a floor of work (budget.h) in the library. */
 static int burn(double cpu)
 {
-	double end = ms_of(CLOCK_PROCESS_CPUTIME_ID) + cpu;
+	struct budget b;
 	int s = 0;
 
-	while (ms_of(CLOCK_PROCESS_CPUTIME_ID) < end)
+	budget_start(&b, "remap", CLOCK_PROCESS_CPUTIME_ID, cpu, 6);
+	while (budget_more(&b))
 		s += e2e_lib_hot(20000);
 	return s;
 }

@@ -4,13 +4,15 @@
  *   threads [CPU_MS [leader-exits [FILE]]]
  *
  * Prints "tid <worker's thread id>" once the worker runs, then runs until
- * the worker has used CPU_MS milliseconds of CPU time (default 1000).
+ * the worker has used CPU_MS milliseconds of CPU time (default 1000) and
+ * done a floor of work (budget.h).
  *
  * With "leader-exits" the main thread exits first (pthread_exit), leaving a
  * zombie leader beside the live worker, and "tid" is printed only once the
  * leader is a zombie; the process exits with the worker.  With FILE too,
- * the worker maps FILE executable for each 50 ms of its CPU time and then
- * unmaps it: new mappings made by a process whose leader has exited.
+ * the worker maps FILE executable for each 50 ms of its CPU time (and a
+ * floor of work) and then unmaps it: new mappings made by a process whose
+ * leader has exited.
  *
  * With E2E_GO_FILE set in the environment the worker, after printing its
  * id, runs hot in the library (mapping nothing) until that file exists (at
@@ -30,19 +32,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
+
 int e2e_lib_hot(int n);  /* libe2e.so */
 
 static double ms = 1000;
 static int leader_exits;
 static const char *map_path;
-
-static double thread_cpu_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 /* The state letter of the process's main thread, from /proc/self/stat. */
 static char leader_state(void)
@@ -95,7 +91,7 @@ static void *map_file(const char *path, long *size)
 
 static void *worker(void *arg)
 {
-	double end;
+	struct budget b, chunk;
 	long s = 0;
 	int i;
 
@@ -111,15 +107,15 @@ static void *worker(void *arg)
 	fflush(stdout);
 	if (getenv("E2E_GO_FILE"))
 		s += hot_until(getenv("E2E_GO_FILE"));
-	end = thread_cpu_ms() + ms;
-	while (thread_cpu_ms() < end) {
-		double chunk = thread_cpu_ms() + 50;
+	budget_start(&b, "worker", CLOCK_THREAD_CPUTIME_ID, ms, 5);
+	while (!budget_spent(&b)) {
 		void *p = MAP_FAILED;
 		long size = 0;
 
 		if (map_path)
 			p = map_file(map_path, &size);
-		while (thread_cpu_ms() < chunk && thread_cpu_ms() < end)
+		budget_start(&chunk, NULL, CLOCK_THREAD_CPUTIME_ID, 50, 5);
+		while (budget_more(&chunk) && budget_more(&b))
 			s += e2e_lib_hot(20000);
 		if (p != MAP_FAILED)
 			munmap(p, size);
