@@ -89,8 +89,13 @@ void AddressSpace::Erase(uint64_t start, uint64_t end) {
 void AddressSpace::BuildIndex() const {
   index_.clear();
   index_.reserve(by_start_.size());
-  for (const auto& [start, m] : by_start_)
-    index_.push_back({m.start, m.end, m.pgoff, m.object.get(), &m});
+  for (const auto& [start, m] : by_start_) {
+    const MappedObject* o = m.object.get();
+    const bool jit = o != nullptr && o->jit_pid >= 0;
+    index_.push_back({m.start, m.end, m.pgoff, o, &m, jit ? 0 : m.pgoff - m.start,
+                      o != nullptr ? o->number : 0,
+                      o != nullptr && o->source == BuildIdSource::kBpf});
+  }
   index_valid_ = true;
 }
 

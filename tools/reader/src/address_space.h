@@ -166,12 +166,20 @@ class AddressSpace {
   // Find() runs once per sample and Insert() once per mapping: lookups use
   // a sorted array of the mappings' ranges (one binary search over
   // contiguous memory), rebuilt on the first lookup after a change.  Each
-  // range carries what a sample needs of its mapping, so that resolving an
+  // range carries what a sample needs of its mapping and of its object
+  // (copied: an object never changes), so that counting a sample at an
   // address reads nothing else.
   struct Range {
     uint64_t start, end, pgoff;
     const MappedObject* object;
     const Mapping* mapping;
+    // An address's offset in the object is the address plus this: 0 for
+    // JIT code (its perf map names addresses), else pgoff - start (mod 2^64).
+    uint64_t offset_bias;
+    uint32_t number;  // object->number
+    bool bpf;         // object->source == BuildIdSource::kBpf
+
+    uint64_t Offset(uint64_t addr) const { return addr + offset_bias; }
   };
   // The index, valid until the next Insert or Erase.
   std::span<const Range> Ranges() const {

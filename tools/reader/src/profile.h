@@ -227,11 +227,8 @@ class Profile {
   Frame Resolve(uint32_t pid, uint64_t ip, Space space) const;
   // Resolve() of a user address (most samples' leaf): inline.
   [[gnu::always_inline]] Frame ResolveUser(uint32_t pid, uint64_t ip) const {
-    if (const AddressSpace::Range* r = AddressSpace::FindRange(UserRanges(pid), ip)) {
-      // A perf map names JIT code by address, not by file offset.
-      const uint64_t offset = r->object->jit_pid >= 0 ? ip : ip - r->start + r->pgoff;
-      return {r->object, offset, ip, r->start, r->end, r->pgoff};
-    }
+    if (const AddressSpace::Range* r = AddressSpace::FindRange(UserRanges(pid), ip))
+      return {r->object, r->Offset(ip), ip, r->start, r->end, r->pgoff};
     return {nullptr, ip, ip};
   }
   // The index of `pid`'s mappings (empty for a process never seen), from a

@@ -56,6 +56,41 @@ TEST(AddressSpaceTest, FindAgreesWithAScanForManyMappings) {
   }
 }
 
+TEST(AddressSpaceTest, RangesCarryTheirObjectsOffsetsAndNumbers) {
+  // A range answers for its object (the flat loop reads nothing else): a
+  // file's offsets are file offsets, a split mapping's included; JIT
+  // code's are addresses (its perf map names addresses); the object's
+  // number and whether it is a BPF program's are copied.
+  auto file = std::make_shared<MappedObject>();
+  file->path = "/lib/a.so";
+  file->number = 7;
+  auto jit = std::make_shared<MappedObject>();
+  jit->path = "//anon";
+  jit->jit_pid = 42;
+  jit->number = 9;
+  auto bpf = std::make_shared<MappedObject>();
+  bpf->path = "bpf_prog_0123456789abcdef_f";
+  bpf->source = BuildIdSource::kBpf;
+  bpf->number = 11;
+  AddressSpace as;
+  as.Insert(Map(0x400000, 0x408000, 0x3000, file));
+  as.Insert(Map(0x402000, 0x403000, 0, jit));  // splits the file's mapping
+  as.Insert(Map(0x7f0000000000, 0x7f0000001000, 0x5000, bpf));
+  ASSERT_EQ(as.Ranges().size(), 4u);
+  for (const AddressSpace::Range& r : as.Ranges()) {
+    for (uint64_t addr : {r.start, r.start + 0x123, r.end - 1}) {
+      const uint64_t want = r.object->jit_pid >= 0 ? addr : r.mapping->FileOffset(addr);
+      EXPECT_EQ(r.Offset(addr), want) << r.object->path << " at " << std::hex << addr;
+    }
+    EXPECT_EQ(r.number, r.object->number) << r.object->path;
+    EXPECT_EQ(r.bpf, r.object->source == BuildIdSource::kBpf) << r.object->path;
+  }
+  // The file's part after the JIT code: 0x403000 is 0x3000 into the
+  // mapping, so offset 0x6000 in the file.
+  EXPECT_EQ(AddressSpace::FindRange(as.Ranges(), 0x403000)->Offset(0x403000), 0x6000u);
+  EXPECT_EQ(AddressSpace::FindRange(as.Ranges(), 0x402010)->Offset(0x402010), 0x402010u);
+}
+
 TEST(AddressSpaceTest, CopyIsIndependent) {
   // fork copies an address space; the copy's lookups must point into its
   // own mappings, and a change to either leaves the other alone.
