@@ -948,7 +948,9 @@ TEST(ProfileTest, FlatBatchesOfOneEventCountWhatRecordByRecordCounts) {
     EXPECT_EQ(one.reports, batched.reports) << "fixed period " << fixed;
     EXPECT_NE(one.reports.find("[unknown]"), std::string::npos);
     // The premise: a fixed period is what each sample counts.
-    if (fixed != 0) EXPECT_EQ(one.period, one.samples * fixed);
+    if (fixed != 0) {
+      EXPECT_EQ(one.period, one.samples * fixed);
+    }
   }
 }
 
