@@ -59,10 +59,11 @@ int ReportExit(const ReportModel& model) {
 void NoteBadRecords(const ReportModel& model) {
   if (model.bad_records == 0) return;
   fmt::print(stderr,
-             "mmap3-reader: warning: {} bad records not counted (malformed, or samples of an "
-             "id that no single event of the capture has); the text report's header and "
+             "mmap3-reader: warning: {} bad records not counted: {} malformed, {} samples of an "
+             "id that no single event of the capture lists; the text report's header and "
              "--format json count them\n",
-             model.bad_records);
+             model.bad_records, model.bad_records - model.bad_samples_of_no_event,
+             model.bad_samples_of_no_event);
 }
 
 void PrintReport(const ReportModel& model, Format format) {

@@ -467,6 +467,7 @@ uint32_t Profile::TaskOfMiss(uint32_t event, uint32_t pid, uint32_t tid) {
     auto it = options_.event_of_id.find(s.id);
     if (it == options_.event_of_id.end() || it->second >= event_samples_.size()) {
       ++bad_records_;  // of no event the capture has
+      ++samples_of_no_event_;
       return false;
     }
     event = it->second;
@@ -847,6 +848,7 @@ ReportModel Profile::BuildReport(Symbolizer& symbolizer, const std::string& mode
   model.lost_records = lost_records_;
   model.lost_samples = lost_samples_;
   model.bad_records = bad_records_;
+  model.bad_samples_of_no_event = samples_of_no_event_;
   model.stray_build_id_bits = stray_build_id_bits_;
   model.oversized_sideband = oversized_sideband_;
   model.changed_kernel_modules = changed_module_paths_;

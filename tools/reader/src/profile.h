@@ -87,6 +87,9 @@ class Profile {
   uint64_t lost_records() const { return lost_records_; }
   uint64_t lost_samples() const { return lost_samples_; }
   uint64_t bad_records() const { return bad_records_; }
+  // Of bad_records(): samples of an id that no single event of the
+  // capture lists (two events list it, or none does), so of no event.
+  uint64_t samples_of_no_event() const { return samples_of_no_event_; }
   // MMAP2 records whose build-id bit was over the inode layout (see
   // DecodeMmap), read as that.
   uint64_t stray_build_id_bits() const { return stray_build_id_bits_; }
@@ -348,6 +351,7 @@ class Profile {
   // something was loaded there unseen, and they count as changed.
   std::set<std::pair<std::string, uint64_t>> doubtful_modules_;
   uint64_t samples_ = 0, lost_records_ = 0, lost_samples_ = 0, bad_records_ = 0;
+  uint64_t samples_of_no_event_ = 0;
   uint64_t stray_build_id_bits_ = 0, oversized_sideband_ = 0;
   uint64_t period_ = 0;  // sum of the samples' periods: what overhead is a share of
   uint64_t unattributed_ = 0;

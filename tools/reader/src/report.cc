@@ -26,11 +26,16 @@ std::string DsoLabel(const std::string& path, const BuildId& id, BuildIdSource s
 std::vector<std::string> ReportNotes(const ReportModel& m) {
   std::vector<std::string> notes;
   notes.push_back(fmt::format(
-      "mode: {}   samples: {}   lost records: {}   lost samples: {}{}   bad records: {}   "
+      "mode: {}   samples: {}   lost records: {}   lost samples: {}{}   bad records: {}{}   "
       "late records: {}",
       m.mode, m.samples, m.lost_records, m.lost_samples,
       m.event_lost < 0 ? "" : fmt::format("   lost (per event): {}", m.event_lost),
-      m.bad_records, m.late_records));
+      m.bad_records,
+      m.bad_samples_of_no_event == 0
+          ? ""
+          : fmt::format(" ({} samples of an id no single event lists)",
+                        m.bad_samples_of_no_event),
+      m.late_records));
   if (m.events.size() > 1) {
     std::string list;
     for (const ReportEvent& e : m.events)
@@ -437,6 +442,7 @@ void WriteJsonReport(const ReportModel& m, std::ostream& out) {
                 {"lost_samples", m.lost_samples},
                 {"event_lost", m.event_lost < 0 ? json(nullptr) : json(m.event_lost)},
                 {"bad_records", m.bad_records},
+                {"bad_samples_of_no_event", m.bad_samples_of_no_event},
                 {"late_records", m.late_records},
                 {"stray_build_id_bits", m.stray_build_id_bits},
                 {"oversized_sideband", m.oversized_sideband},

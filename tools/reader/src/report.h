@@ -10,6 +10,8 @@
 //     (counted, not sampled: see ReportModel), "lost_records": N, "lost_samples": N,
 //     "event_lost": N | null,
 //     "bad_records": N,
+//     "bad_samples_of_no_event": N   (of bad_records: samples of an id
+//                          no single event lists; the rest are malformed),
 //     "late_records": N   (records older than one already attributed:
 //                          applied out of time order),
 //     "stray_build_id_bits": N   (MMAP2 records whose build-id bit was over
@@ -302,6 +304,10 @@ struct ReportModel {
   // (-1 when unknown: older kernels, or perf's own files).
   int64_t event_lost = -1;
   uint64_t bad_records = 0;
+  // Of bad_records: samples of an id that no single event of the capture
+  // lists (an id two events share, or one no event has).  The rest are
+  // malformed records (and framing errors).
+  uint64_t bad_samples_of_no_event = 0;
   // Records older than one already attributed: time order across buffers
   // was broken for them (see RecordSorter::late()), so they were applied
   // out of order (a late mapping misses the samples before it).

@@ -699,13 +699,23 @@ TEST_F(TwoEventsTest, SamplesOfTwoEventsThatListOnlyTheSameIdsAreOfNeither) {
     ASSERT_TRUE(w.ok());
     uint64_t t = 1;
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(w->Write(Sample(101, spin_, 1000000, t++, 0)).ok());
+    // And one malformed sample (too short for its fields): a bad record of
+    // the other kind, which the report tells apart.
+    std::vector<uint8_t> runt(16, 0);
+    const perf_event_header h{PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, 16};
+    std::memcpy(runt.data(), &h, sizeof(h));
+    ASSERT_TRUE(w->Write(runt).ok());
     ASSERT_TRUE(w->Finish({}, "{}").ok());
   }
   for (bool frames : {false, true}) {
     ReportModel m = Report(file, {}, false, frames);
     ASSERT_EQ(m.events.size(), 2u);
     EXPECT_EQ(m.events[0].samples + m.events[1].samples, 0u) << "frames " << frames;
-    EXPECT_EQ(m.bad_records, 4u) << "frames " << frames;
+    EXPECT_EQ(m.bad_records, 5u) << "frames " << frames;
+    EXPECT_EQ(m.bad_samples_of_no_event, 4u) << "frames " << frames;
+    EXPECT_NE(ReportNotes(m)[0].find("bad records: 5 (4 samples of an id no single event lists)"),
+              std::string::npos)
+        << ReportNotes(m)[0];
   }
 }
 
