@@ -440,7 +440,7 @@ Profile::Frame Profile::Resolve(uint32_t pid, uint64_t ip, Space space) const {
 
 [[gnu::always_inline]] inline uint32_t Profile::TaskOf(uint32_t event, uint32_t pid, uint32_t tid) {
   const uint64_t task_key = uint64_t{event} << 32 | tid;
-  const CommCacheEntry& hit = comm_cache_[(tid ^ event * 0x9e37u) % kCommCache];
+  const CommCacheEntry& hit = comm_cache_[CommSlot(event, tid)];
   if (hit.generation != comm_generation_ || hit.task_key != task_key) [[unlikely]]
     return TaskOfMiss(event, pid, tid);
   return hit.comm;
@@ -454,8 +454,7 @@ uint32_t Profile::TaskOfMiss(uint32_t event, uint32_t pid, uint32_t tid) {
                                 options_.controls.Has(SortKey::kPid) ? int64_t{pid} : -1,
                                 options_.controls.Has(SortKey::kTid) ? int64_t{tid} : -1),
                      comm_generation_};
-  comm_cache_[(tid ^ event * 0x9e37u) % kCommCache] =
-      CommCacheEntry{task_key, task.comm, comm_generation_};
+  comm_cache_[CommSlot(event, tid)] = CommCacheEntry{task_key, task.comm, comm_generation_};
   return task.comm;
 }
 

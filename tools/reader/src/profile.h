@@ -302,6 +302,10 @@ class Profile {
     uint32_t comm, generation;
   };
   static constexpr size_t kCommCache = 1024;
+  // A task's entry: TaskOf() looks there, TaskOfMiss() fills it.
+  static size_t CommSlot(uint32_t event, uint32_t tid) {
+    return (tid ^ event * 0x9e37u) % kCommCache;
+  }
   std::array<CommCacheEntry, kCommCache> comm_cache_{};
   uint32_t comm_generation_ = 1;
   // pid -> its mappings' index, valid in one epoch (no record other than a
