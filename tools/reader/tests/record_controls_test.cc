@@ -676,13 +676,16 @@ TEST_F(TwoEventsTest, AnIdOfTwoEventsIsOfNeither) {
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(w->Write(Sample(101, spin_, 1000000, t++, 0)).ok());
     ASSERT_TRUE(w->Write(Sample(102, spin_, 1000000, t++, 1)).ok());
     ASSERT_TRUE(w->Write(Sample(kFaultsId, touch_, 1, t++, 0)).ok());
+    // And an id neither lists: of no event either.
+    ASSERT_TRUE(w->Write(Sample(999, spin_, 1000000, t++, 0)).ok());
     ASSERT_TRUE(w->Finish({}, "{}").ok());
   }
   ReportModel m = Report(file);
   ASSERT_EQ(m.events.size(), 2u);
   EXPECT_EQ(m.events[0].samples, 1u);  // 102 only
   EXPECT_EQ(m.events[1].samples, 1u);
-  EXPECT_EQ(m.bad_records, 3u);
+  EXPECT_EQ(m.bad_records, 4u);
+  EXPECT_EQ(m.bad_samples_of_no_event, 4u);  // none malformed
 }
 
 TEST_F(TwoEventsTest, SamplesOfTwoEventsThatListOnlyTheSameIdsAreOfNeither) {
