@@ -38,7 +38,8 @@
 #    distinct chains over the same DSOs' functions, 64 processes) replayed
 #    as report -g aggregates it: decoding, ordering, attribution of every
 #    frame, stacks counted, in one thread: samples/s per core, best of 3;
-#    then `report -g --format folded` of it, wall and CPU time.
+#    then `report -g --format folded` of it, wall and CPU time, best of
+#    BENCH_ROUNDS (alternating with BENCH_BASE_READER's when set).
 #
 # 6. `report -g` against `perf report -g --stdio` on one capture of about
 #    1 GB with chains: time, totals, peak resident memory of each.
@@ -126,15 +127,27 @@ chains() {
 	folded=$B/chains-$N.folded
 	"$READER_BIN" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache" >"$folded"
 	stacks=$(wc -l <"$folded")
-	read -r w c < <(secs "$READER_BIN" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache")
+	# Best of ROUNDS, alternating with the base build when there is one: a
+	# single run each once showed 15% between two builds that alternating
+	# runs found the same within 3%.
+	local ws=() cs=() bws=() bcs=() i
+	for ((i = 0; i < ROUNDS; i++)); do
+		read -r w c < <(secs "$READER_BIN" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache")
+		ws+=("$w") cs+=("$c")
+		if [ -n "$base_bench" ]; then
+			read -r bw bc < <(secs "$BENCH_BASE_READER" report -g --format folded -i "$gdata" \
+				--buildid-dir "$B/no-cache")
+			bws+=("$bw") bcs+=("$bc")
+		fi
+	done
+	w=$(echo "${ws[@]}" | best) c=$(echo "${cs[@]}" | best)
 	if [ -n "$base_bench" ]; then
-		read -r bw bc < <(secs "$BENCH_BASE_READER" report -g --format folded -i "$gdata" \
-			--buildid-dir "$B/no-cache")
+		bw=$(echo "${bws[@]}" | best) bc=$(echo "${bcs[@]}" | best)
 		if "$BENCH_BASE_READER" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache" |
 			cmp -s - "$folded"; then same="the same output"; else same="**output differs**"; fi
 	fi
 	echo "| call stacks of $N records with \`-g\` chains, depth 16, 10,000 chains ($stacks folded stacks): decode, ordering, attribution of every frame, stacks counted, one core | **$rate M samples/s** ($cpu_rate M per CPU-second)${base_rate:+; before: $base_rate M samples/s ($base_cpu M per CPU-second)} | >= 15 M samples/s |"
-	echo "| \`mmap3-reader report -g --format folded\` of that file | $w s wall, $c s CPU${bw:+ (before: $bw s wall, $bc s CPU; $same)} | |"
+	echo "| \`mmap3-reader report -g --format folded\` of that file (best of $ROUNDS${base_bench:+, alternating}) | $w s wall, $c s CPU${bw:+ (before: $bw s wall, $bc s CPU; $same)} | |"
 }
 # Step 6; prints its table rows: `report -g` against `perf report -g
 # --stdio` on one capture of about 1 GB (BENCH_G_RECORDS chain samples,
