@@ -4,8 +4,8 @@
 #   READER_BIN   mmap3-reader (required); its build directory has
 #                mmap3_reader_bench
 #   BENCH_DIR    scratch directory (default build/reader-bench)
-#   BENCH_RECORDS  records in the replayed capture (default 10,000,000)
-#   BENCH_ROUNDS   report timings, each tool, alternating (default 3)
+#   BENCH_RECORDS  records in the replayed capture (default 10,000,000; 1 or more)
+#   BENCH_ROUNDS   report timings, each tool, alternating (default 3; 1 or more)
 #   BENCH_ONLY     "chains": only step 5 (make bench-reader-chains)
 #   BENCH_BASE_READER  another build's mmap3-reader (its directory has its
 #                  mmap3_reader_bench), e.g. main's: steps 1 (replay) and 5
@@ -87,6 +87,15 @@ BENCH=$(dirname "$READER_BIN")/mmap3_reader_bench
 B=${BENCH_DIR:-$(cd "$(dirname "$READER_BIN")/.." && pwd)/reader-bench}
 N=${BENCH_RECORDS:-10000000}
 ROUNDS=${BENCH_ROUNDS:-3}
+# Each timed row is a best of ROUNDS: with none there is nothing to print.
+for v in "RECORDS=$N" "ROUNDS=$ROUNDS"; do
+	value=${v#*=}
+	if [[ ! $value =~ ^[0-9]+$ ]] || ((10#$value == 0)); then
+		echo "bench-reader: BENCH_${v%%=*} must be a whole number of 1 or more, not '$value'" >&2
+		exit 2
+	fi
+done
+N=$((10#$N)) ROUNDS=$((10#$ROUNDS))
 mkdir -p "$B"
 data=$B/replay-$N.data
 cpus=$(nproc)
