@@ -10,7 +10,7 @@
 #   BENCH_BASE_READER  another build's mmap3-reader (its directory has its
 #                  mmap3_reader_bench), e.g. main's: steps 1 (replay) and 5
 #                  run it too, side by side, and 5 compares the folded output
-#   BENCH_G_RECORDS  records of step 6's capture (default 5,000,000, ~1 GB)
+#   BENCH_G_RECORDS  records of step 6's capture (default 6,000,000: 1,098 MiB)
 #
 # 1. Replay: a perf.data file of BENCH_RECORDS records (mmap3_reader_bench
 #    synth: 64 processes mapping libc, libstdc++, ld.so and the bench
@@ -41,8 +41,8 @@
 #    then `report -g --format folded` of it, wall and CPU time, best of
 #    BENCH_ROUNDS (alternating with BENCH_BASE_READER's when set).
 #
-# 6. `report -g` against `perf report -g --stdio` on one capture of about
-#    1 GB with chains: time, totals, peak resident memory of each.
+# 6. `report -g` against `perf report -g --stdio` on one capture of more than
+#    1 GiB with chains: time, totals, peak resident memory of each.
 #
 #   bench_reader.sh loss DIR   only step 3, into DIR; prints "samples
 #                              samples/s/CPU lost-records lost-samples
@@ -159,12 +159,13 @@ chains() {
 	echo "| \`mmap3-reader report -g --format folded\` of that file (best of $ROUNDS${base_bench:+, alternating}) | $w s wall, $c s CPU${bw:+ (before: $bw s wall, $bc s CPU; $same)} | |"
 }
 # Step 6; prints its table rows: `report -g` against `perf report -g
-# --stdio` on one capture of about 1 GB (BENCH_G_RECORDS chain samples,
-# default 5,000,000: perf takes minutes on it), one run each: time, the
-# same total, and each tool's peak resident memory.  The reader maps the
-# file, so its peak counts the file's pages it has touched.
+# --stdio` on one capture of more than 1 GiB (BENCH_G_RECORDS chain
+# samples, default 6,000,000: perf takes minutes on it), one run each:
+# time, the same total, and each tool's peak resident memory.  The
+# reader maps the file, so its peak counts the file's pages it has
+# touched.
 against_perf_g() {
-	local n=${BENCH_G_RECORDS:-5000000} data ours theirs ow oc om pw pc pm size
+	local n=${BENCH_G_RECORDS:-6000000} data ours theirs ow oc om pw pc pm size
 	data=$B/chains-$n.data
 	if [ ! -s "$data" ] || [ "$BENCH" -nt "$data" ]; then
 		"$BENCH" synth-g "$data" "$n" 16 10000 >&2
@@ -176,7 +177,7 @@ against_perf_g() {
 			{ echo "bench-reader: $* failed" >&2; return 1; }
 		awk '{printf "%.2f %.2f %d\n", $1, $2 + $3, $4 / 1024}' "$B/time.out"
 	}
-	echo "report -g of $data ($size MB), this reader ..." >&2
+	echo "report -g of $data ($size MiB), this reader ..." >&2
 	read -r ow oc om < <(measure "$READER_BIN" report -g -i "$data" --buildid-dir "$B/no-cache")
 	echo "perf report -g --stdio of it (minutes) ..." >&2
 	read -r pw pc pm < <(measure perf report -g --stdio -i "$data")
@@ -184,8 +185,8 @@ against_perf_g() {
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["capture"]["samples"])')
 	theirs=$(perf report -i "$data" --stdio --no-children -g none --sort comm -F overhead,sample,comm 2>/dev/null |
 		awk '/^ *[0-9.]+%/ {s += $2} END {print s}')
-	echo "| \`mmap3-reader report -g\` of a $size MB capture ($n records, chains of depth 16; $ours samples, perf counts $theirs) | $ow s wall, $oc s CPU, peak resident $om MB | |"
-	echo "| \`perf report -g --stdio\` of that file | $pw s wall, $pc s CPU, peak resident $pm MB | |"
+	echo "| \`mmap3-reader report -g\` of a $size MiB capture ($n records, chains of depth 16; $ours samples, perf counts $theirs) | $ow s wall, $oc s CPU, peak resident $om MiB | |"
+	echo "| \`perf report -g --stdio\` of that file | $pw s wall, $pc s CPU, peak resident $pm MiB | |"
 	echo "| \`report -g\` speed-up over perf | **$(awk -v a="$pw" -v b="$ow" 'BEGIN {printf "%.0f", a / b}')x** wall, $(awk -v a="$pc" -v b="$oc" 'BEGIN {printf "%.0f", a / b}')x CPU | >= 20x |"
 }
 
