@@ -10,7 +10,8 @@
 #   BENCH_BASE_READER  another build's mmap3-reader (its directory has its
 #                  mmap3_reader_bench), e.g. main's: steps 1 (replay) and 5
 #                  run it too, side by side, and 5 compares the folded output
-#   BENCH_G_RECORDS  records of step 6's capture (default 6,000,000: 1,098 MiB)
+#   BENCH_G_RECORDS  records of step 6's capture (default 6,000,000: 1,098 MiB;
+#                  1 or more)
 #
 # 1. Replay: a perf.data file of BENCH_RECORDS records (mmap3_reader_bench
 #    synth: 64 processes mapping libc, libstdc++, ld.so and the bench
@@ -87,15 +88,17 @@ BENCH=$(dirname "$READER_BIN")/mmap3_reader_bench
 B=${BENCH_DIR:-$(cd "$(dirname "$READER_BIN")/.." && pwd)/reader-bench}
 N=${BENCH_RECORDS:-10000000}
 ROUNDS=${BENCH_ROUNDS:-3}
-# Each timed row is a best of ROUNDS: with none there is nothing to print.
-for v in "RECORDS=$N" "ROUNDS=$ROUNDS"; do
+G=${BENCH_G_RECORDS:-6000000}
+# Each timed row is a best of ROUNDS: with none there is nothing to print;
+# a capture of no records has no rate.
+for v in "RECORDS=$N" "ROUNDS=$ROUNDS" "G_RECORDS=$G"; do
 	value=${v#*=}
 	if [[ ! $value =~ ^[0-9]+$ ]] || ((10#$value == 0)); then
 		echo "bench-reader: BENCH_${v%%=*} must be a whole number of 1 or more, not '$value'" >&2
 		exit 2
 	fi
 done
-N=$((10#$N)) ROUNDS=$((10#$ROUNDS))
+N=$((10#$N)) ROUNDS=$((10#$ROUNDS)) G=$((10#$G))
 mkdir -p "$B"
 data=$B/replay-$N.data
 cpus=$(nproc)
@@ -165,7 +168,7 @@ chains() {
 # reader maps the file, so its peak counts the file's pages it has
 # touched.
 against_perf_g() {
-	local n=${BENCH_G_RECORDS:-6000000} data ours theirs ow oc om pw pc pm size
+	local n=$G data ours theirs ow oc om pw pc pm size
 	data=$B/chains-$n.data
 	if [ ! -s "$data" ] || [ "$BENCH" -nt "$data" ]; then
 		"$BENCH" synth-g "$data" "$n" 16 10000 >&2
