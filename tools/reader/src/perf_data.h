@@ -177,11 +177,13 @@ uint64_t PerfDataReader::ForEachRecord(Fn&& fn) const {
     if (h.size < sizeof(h) || h.size > d.size() - off) return 1;
     // The bytes about ten records on (records of this one's size), asked
     // for into L1 now: replay reads records faster than the hardware's
-    // prefetch brings them.  Measured on the bench's files: flat +3 to 4%,
-    // call chains +3 to 4%.  A fixed 512 bytes was as good for the flat
-    // file (48-byte records) but cost the chains' (192 bytes) 1 to 3%;
-    // 6 records ahead was worse on the chains, 16 on the flat file, and
-    // asking for each next page's first line alone was slower than nothing.
+    // prefetch brings them.  Measured on the bench's files in alternating
+    // runs: flat +3 to 4%, call chains +3 to 4% (one full bench-reader run
+    // of two, in a slower hour, showed none).  A fixed 512 bytes was as
+    // good for the flat file (48-byte records) but cost the chains' (192
+    // bytes) 1 to 3%; 6 records ahead was worse on the chains, 16 on the
+    // flat file, and asking for each next page's first line alone was
+    // slower than nothing.
     const size_t ahead = 10 * size_t{h.size};
     if (off + ahead < d.size()) __builtin_prefetch(d.data() + off + ahead);
     fn(d.subspan(off, h.size));
