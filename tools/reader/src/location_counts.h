@@ -19,6 +19,7 @@
 #ifndef MMAP3_READER_LOCATION_COUNTS_H_
 #define MMAP3_READER_LOCATION_COUNTS_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -31,7 +32,12 @@ namespace mmap3 {
 
 class LocationCounts {
  public:
-  LocationCounts() : seed_{RandomWord(), RandomWord()} {}
+  LocationCounts() : seed_{RandomWord(), RandomWord(), RandomWord() | 1} {}
+  // With Hash()'s key given: for tests that check how the hash spreads
+  // keys over many keys, each the same in every run.  The words must be
+  // random: with {0, 0, 1}, every small product is slot 0.
+  explicit LocationCounts(const std::array<uint64_t, 3>& seed)
+      : seed_{seed[0], seed[1], seed[2] | 1} {}
 
   // One sample at a location.  Inline: it is on every flat sample's path.
   [[gnu::always_inline]] void Add(uint32_t comm, uint32_t object, uint64_t offset,
@@ -39,7 +45,7 @@ class LocationCounts {
     const uint64_t who = Who(comm, object), hash = Hash(who, offset);
     // Its slot is asked for now, the batch's earlier ones before it: by the
     // time the batch is counted, most have come.
-    __builtin_prefetch(slots_.data() + (hash & (slots_.size() - 1)), 1);
+    __builtin_prefetch(slots_.data() + Home(hash), 1);
     pending_[pending_size_++] = Pending{who, offset, period, hash};
     if (pending_size_ == kBatch) Drain();
   }
@@ -51,7 +57,7 @@ class LocationCounts {
     Drain();
     if ((size_ + 1) * 4 > slots_.size() * 3) Grow(size_ + 1);
     const uint64_t who = Who(comm, object);
-    Slot& s = Find(slots_.data(), slots_.size() - 1, Hash(who, offset), who, offset);
+    Slot& s = Find(slots_.data(), slots_.size() - 1, Home(Hash(who, offset)), who, offset);
     if (s.count == 0) Place(s, who, offset);
     ++s.count;
     s.period += period;
@@ -78,7 +84,7 @@ class LocationCounts {
     uint64_t total = 0;
     for (size_t i = 0; i < slots_.size(); ++i) {
       const Slot& s = slots_[i];
-      if (s.count != 0) total += (i - Hash(s.who, s.offset)) & mask;
+      if (s.count != 0) total += (i - Home(Hash(s.who, s.offset))) & mask;
     }
     return total;
   }
@@ -118,21 +124,34 @@ class LocationCounts {
   // long profile).
   static constexpr size_t kBatch = 32;
 
-  // One multiply of the offset by the object and comm, halves folded
-  // (Mum(), mum.h): half the instructions of a murmur3 finalizer over the
-  // same words.  With factors a capture could know, an offset equal to
-  // the first would put every comm of its object in one slot; each is
-  // xor-ed with a word of this table's random seed_.  Keys are compared
-  // in full, so a collision costs a probe, never a wrong count.
+  // The offset multiplied by the object and comm, halves folded (Mum(),
+  // mum.h), then by a random odd word; a location's slot is the top bits
+  // of that (Home()).  With factors a capture could know, an offset equal
+  // to the first would put every comm of its object in one slot; each is
+  // xor-ed with a word of this table's random seed_.
+  //
+  // Mum() alone is not enough.  Its low bits, which a power-of-two table
+  // indexed by, depend only on the factors' low bits and on a high half
+  // that grows almost linearly with them: with about 4% of seeds, 3,000
+  // comms x 16 neighbouring offsets sat up to 1,470 slots from home on
+  // average (see the tests).  The top bits of a multiply by a random odd
+  // word are a universal hash of distinct words (multiply-shift): any two
+  // share a slot with probability at most 2 / slots.  It cost 1 instruction
+  // a record on the flat replay, where a second 128-bit multiply over the
+  // product's halves (wyhash's last step) cost 5.6 and 3-5% of its speed.
+  // Keys are compared in full, so a collision costs a probe, never a wrong
+  // count.
   uint64_t Hash(uint64_t who, uint64_t offset) const {
-    return Mum(offset ^ seed_[0], who ^ seed_[1]);
+    return Mum(offset ^ seed_[0], who ^ seed_[1]) * seed_[2];
   }
+  // The slot a hash names: its top log2(slots) bits.
+  size_t Home(uint64_t hash) const { return hash >> shift_; }
 
   // The slot of (who, offset) in `slots` (mask + 1 of them), or the empty
-  // one where it goes.  The table is passed in, so that a loop over a
-  // batch loads it once, not after every store to a slot.
-  static Slot& Find(Slot* slots, size_t mask, uint64_t hash, uint64_t who, uint64_t offset) {
-    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+  // one where it goes, from its Home().  The table is passed in, so that a
+  // loop over a batch loads it once, not after every store to a slot.
+  static Slot& Find(Slot* slots, size_t mask, size_t home, uint64_t who, uint64_t offset) {
+    for (size_t i = home;; i = (i + 1) & mask) {
       Slot& s = slots[i];
       if (s.count == 0 || (s.offset == offset && s.who == who)) return s;
     }
@@ -159,9 +178,10 @@ class LocationCounts {
     if ((size_ + pending_size_) * 4 > slots_.size() * 3) Grow(size_ + pending_size_);
     Slot* const slots = slots_.data();
     const size_t mask = slots_.size() - 1;
+    const unsigned shift = shift_;  // as the table: loaded once (Home() would reload it)
     for (size_t i = 0; i < pending_size_; ++i) {
       const Pending& p = pending_[i];
-      Slot& s = Find(slots, mask, p.hash, p.who, p.offset);
+      Slot& s = Find(slots, mask, p.hash >> shift, p.who, p.offset);
       if (s.count == 0) Place(s, p.who, p.offset);
       ++s.count;
       s.period += p.period;
@@ -176,10 +196,12 @@ class LocationCounts {
     HugeArray<uint32_t> old_ids(capacity);
     old.swap(slots_);
     old_ids.swap(ids_);
+    shift_ = static_cast<unsigned>(__builtin_clzll(capacity)) + 1;
     for (size_t i = 0; i < old.size(); ++i) {
       const Slot& s = old[i];
       if (s.count == 0) continue;
-      Slot& to = Find(slots_.data(), slots_.size() - 1, Hash(s.who, s.offset), s.who, s.offset);
+      Slot& to =
+          Find(slots_.data(), slots_.size() - 1, Home(Hash(s.who, s.offset)), s.who, s.offset);
       to = s;
       const auto at = static_cast<uint32_t>(&to - slots_.data());
       ids_[at] = old_ids[i];
@@ -187,7 +209,7 @@ class LocationCounts {
     }
   }
 
-  uint64_t seed_[2];  // Hash()'s key, drawn by the constructor
+  uint64_t seed_[3];  // Hash()'s key, drawn by the constructor; [2] is odd
   // Mutable: reading drains the pending batch first; the counts a reader
   // sees are always complete.
   // Never empty: Add() masks by its size.  Huge pages: see huge_array.h.
@@ -196,6 +218,7 @@ class LocationCounts {
   // only by AddNow() and Grow(), written when a location is placed.
   mutable HugeArray<uint32_t> ids_ = HugeArray<uint32_t>(1024);
   mutable size_t size_ = 0;
+  mutable unsigned shift_ = 64 - 10;  // 64 - log2(slots_.size()): see Home()
   mutable Pending pending_[kBatch];
   mutable size_t pending_size_ = 0;
   struct PendingId {

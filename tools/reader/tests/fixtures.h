@@ -14,6 +14,24 @@
 
 namespace mmap3::testing {
 
+// The worst spread over many hash tables: the largest mean distance of a
+// table's keys from the slots their hashes name (Displacement() / size()),
+// and the key and key set that gave it, for tests that sweep fixed keys.
+struct WorstSpread {
+  double mean = 0;
+  int key = -1, set = -1;
+  template <typename Table>
+  void Note(const Table& table, int table_key, int key_set) {
+    const double m =
+        static_cast<double>(table.Displacement()) / static_cast<double>(table.size());
+    if (m > mean) {
+      mean = m;
+      key = table_key;
+      set = key_set;
+    }
+  }
+};
+
 // A fresh directory under the build tree, removed by the destructor.
 class TempDir {
  public:
