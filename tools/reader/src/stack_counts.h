@@ -24,6 +24,7 @@
 #ifndef MMAP3_READER_STACK_COUNTS_H_
 #define MMAP3_READER_STACK_COUNTS_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -44,7 +45,12 @@ class StackCounts {
   // `hash` replaces the keyed hash (tests use a constant one so that
   // every stack shares one bucket); null: Hash().
   explicit StackCounts(HashFn hash = nullptr)
-      : hash_(hash), key_{RandomWord(), RandomWord(), RandomWord()} {}
+      : hash_(hash), key_{RandomWord(), RandomWord(), RandomWord(), RandomWord()} {}
+  // Hash() under the key given: for tests that check how it spreads
+  // stacks over many keys, each the same in every run.  The words must be
+  // random: all zero, every small product is 0.
+  explicit StackCounts(const std::array<uint64_t, 4>& key)
+      : hash_(nullptr), key_{key[0], key[1], key[2], key[3]} {}
 
   // Counts one sample of `period` on (task, frames); returns the stack's
   // id (dense, in order of first appearance).  `frames` is copied only the
@@ -120,7 +126,7 @@ class StackCounts {
   uint64_t Hash(uint32_t task, std::span<const Frame> frames) const;
 
   HashFn hash_;  // null: Hash()
-  uint64_t key_[3];
+  uint64_t key_[4];
   std::vector<uint32_t> slots_;  // stack id + 1; 0 is empty
   std::vector<Stack> stacks_;    // by id
   std::vector<Sums> sums_;       // by id
