@@ -5,7 +5,8 @@
 #                mmap3_reader_bench
 #   BENCH_DIR    scratch directory (default build/reader-bench)
 #   BENCH_RECORDS  records in the replayed capture (default 10,000,000; 1 or more)
-#   BENCH_ROUNDS   report timings, each tool, alternating (default 3; 1 or more)
+#   BENCH_ROUNDS   rounds of each timing, each tool or build alternating
+#                  (default 3; 1 or more)
 #   BENCH_ONLY     "chains": only step 5 (make bench-reader-chains)
 #   BENCH_BASE_READER  another build's mmap3-reader (its directory has its
 #                  mmap3_reader_bench), e.g. main's: steps 1 (replay) and 5
@@ -17,9 +18,11 @@
 #    synth: 64 processes mapping libc, libstdc++, ld.so and the bench
 #    program by MMAP2 + build-id, samples from two CPUs in FINISHED_ROUND
 #    rounds on up to 16 hot instructions per function) through decoding,
-#    timestamp ordering and attribution, in one thread: records/s per core;
-#    records are views into the mapped file, as in report, and again copied
-#    into the sorter, as the live capture must.
+#    timestamp ordering and attribution, in one thread: records/s per core,
+#    best of BENCH_ROUNDS runs of best of 3 (alternating with
+#    BENCH_BASE_READER's when set); records are views into the mapped file,
+#    as in report, and again copied into the sorter, as the live capture
+#    must.
 # 2. Time to a symbolized report of the same file: `mmap3-reader report`
 #    against `perf report --stdio --sort comm,dso,sym`, alternating, best of
 #    BENCH_ROUNDS each (wall and CPU time).
@@ -38,9 +41,9 @@
 #    record -g's chains (mmap3_reader_bench synth-g: depth 16, 10,000
 #    distinct chains over the same DSOs' functions, 64 processes) replayed
 #    as report -g aggregates it: decoding, ordering, attribution of every
-#    frame, stacks counted, in one thread: samples/s per core, best of 3;
-#    then `report -g --format folded` of it, wall and CPU time, best of
-#    BENCH_ROUNDS (alternating with BENCH_BASE_READER's when set).
+#    frame, stacks counted, in one thread: samples/s per core, as step 1
+#    measures; then `report -g --format folded` of it, wall and CPU time,
+#    best of BENCH_ROUNDS (alternating with BENCH_BASE_READER's when set).
 #
 # 6. `report -g` against `perf report -g --stdio` on one capture of more than
 #    1 GiB with chains: time, totals, peak resident memory of each.
@@ -113,11 +116,53 @@ secs() {
 best() { # best of a list of numbers
 	tr ' ' '\n' | sort -g | head -n1
 }
+# stdin to stdout, and each line to stderr too, through the script's own
+# descriptor: `tee /dev/stderr` opens the file anew, and when stderr is a
+# log file that truncates it (a run's log kept only what came last).
+also_stderr() {
+	local line
+	while IFS= read -r line; do
+		printf '%s\n' "$line" >&2
+		printf '%s\n' "$line"
+	done
+}
+most() { # the largest of a list of numbers
+	tr ' ' '\n' | sort -g | tail -n1
+}
+
+# rates UNIT FILE [g]: "rate cpu-rate [base-rate base-cpu-rate]", M UNIT/s
+# of wall and CPU time: the best of BENCH_ROUNDS runs of this build's
+# `mmap3_reader_bench replay FILE 3 [g]` (itself best of 3), alternating
+# with BENCH_BASE_READER's bench when it is set.  One run of each build
+# once put two builds 10% apart on the chains that alternating runs, in the
+# same minutes, found equal.
+rates() {
+	local unit=$1 i r c base_bench= rs=() cs=() brs=() bcs=()
+	shift
+	[ -n "${BENCH_BASE_READER:-}" ] && base_bench=$(dirname "$BENCH_BASE_READER")/mmap3_reader_bench
+	one() {
+		"$1" replay "${@:2}" | also_stderr |
+			sed -n "s/^best: \([0-9.]*\) M $unit\/s.*; \([0-9.]*\) M $unit\/s of CPU time.*/\1 \2/p"
+	}
+	for ((i = 0; i < ROUNDS; i++)); do
+		read -r r c < <(one "$BENCH" "$@") || true
+		[ -n "$c" ] || { echo "bench-reader: $BENCH replay $* gave no rate" >&2; return 1; }
+		rs+=("$r") cs+=("$c")
+		if [ -n "$base_bench" ]; then
+			echo "the same with $BENCH_BASE_READER's build ..." >&2
+			read -r r c < <(one "$base_bench" "$@") || true
+			[ -n "$c" ] || { echo "bench-reader: $base_bench replay $* gave no rate" >&2; return 1; }
+			brs+=("$r") bcs+=("$c")
+		fi
+	done
+	echo "$(echo "${rs[@]}" | most) $(echo "${cs[@]}" | most)" \
+		"${base_bench:+$(echo "${brs[@]}" | most) $(echo "${bcs[@]}" | most)}"
+}
 
 # Step 5; prints its table rows.  The capture is written by this build's
 # bench and read by both builds' (perf.data is the same format).
 chains() {
-	local gdata=$B/chains-$N.data base_bench= out rate cpu_rate base_rate= base_cpu= folded stacks w c bw= bc= same=
+	local gdata=$B/chains-$N.data base_bench= rate cpu_rate base_rate= base_cpu= folded stacks w c bw= bc= same=
 	if [ ! -s "$gdata" ] || [ "$BENCH" -nt "$gdata" ]; then
 		"$BENCH" synth-g "$gdata" "$N" 16 10000 >&2
 	fi
@@ -126,16 +171,8 @@ chains() {
 		[ -x "$base_bench" ] || { echo "bench-reader: no $base_bench" >&2; return 1; }
 	fi
 	echo "call chains: replay with stacks aggregated (report -g), one thread ..." >&2
-	# "rate cpu_rate": M samples/s of wall time and of CPU time, best of 3
-	chain_rate() {
-		"$1" replay "$gdata" 3 g | tee /dev/stderr |
-			sed -n 's/^best: \([0-9.]*\) M samples.*; \([0-9.]*\) M samples\/s of CPU time.*/\1 \2/p'
-	}
-	read -r rate cpu_rate < <(chain_rate "$BENCH")
-	if [ -n "$base_bench" ]; then
-		echo "the same with $BENCH_BASE_READER's build ..." >&2
-		read -r base_rate base_cpu < <(chain_rate "$base_bench")
-	fi
+	read -r rate cpu_rate base_rate base_cpu < <(rates samples "$gdata" 3 g)
+	[ -n "$cpu_rate" ] && { [ -z "$base_bench" ] || [ -n "$base_cpu" ]; } || exit 1
 	folded=$B/chains-$N.folded
 	"$READER_BIN" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache" >"$folded"
 	stacks=$(wc -l <"$folded")
@@ -158,7 +195,7 @@ chains() {
 		if "$BENCH_BASE_READER" report -g --format folded -i "$gdata" --buildid-dir "$B/no-cache" |
 			cmp -s - "$folded"; then same="the same output"; else same="**output differs**"; fi
 	fi
-	echo "| call stacks of $N records with \`-g\` chains, depth 16, 10,000 chains ($stacks folded stacks): decode, ordering, attribution of every frame, stacks counted, one core | **$rate M samples/s** ($cpu_rate M per CPU-second)${base_rate:+; before: $base_rate M samples/s ($base_cpu M per CPU-second)} | >= 15 M samples/s |"
+	echo "| call stacks of $N records with \`-g\` chains, depth 16, 10,000 chains ($stacks folded stacks): decode, ordering, attribution of every frame, stacks counted, one core | **$rate M samples/s** ($cpu_rate M per CPU-second)${base_rate:+; before: $base_rate M samples/s ($base_cpu M per CPU-second; alternating, best of $ROUNDS)} | >= 15 M samples/s |"
 	echo "| \`mmap3-reader report -g --format folded\` of that file (best of $ROUNDS${base_bench:+, alternating}) | $w s wall, $c s CPU${bw:+ (before: $bw s wall, $bc s CPU; $same)} | |"
 }
 # Step 6; prints its table rows: `report -g` against `perf report -g
@@ -212,15 +249,9 @@ fi
 
 echo "replay (decode, ordering, attribution; one thread) ..." >&2
 # "best: W M records/s ... (...; C M records/s of CPU time)": wall and CPU
-read -r replay replay_cpu < <("$BENCH" replay "$data" 3 | tee /dev/stderr |
-	sed -n 's/^best: \([0-9.]*\) M.*; \([0-9.]*\) M records\/s of CPU time.*/\1 \2/p')
-base_replay=
-if [ -n "${BENCH_BASE_READER:-}" ]; then
-	echo "the same with $BENCH_BASE_READER's build ..." >&2
-	base_replay=$("$(dirname "$BENCH_BASE_READER")/mmap3_reader_bench" replay "$data" 3 |
-		tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
-fi
-replay_copy=$("$BENCH" replay "$data" 3 copy | tee /dev/stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
+read -r replay replay_cpu base_replay base_replay_cpu < <(rates records "$data" 3)
+[ -n "$replay_cpu" ] && { [ -z "${BENCH_BASE_READER:-}" ] || [ -n "$base_replay_cpu" ]; } || exit 1
+replay_copy=$("$BENCH" replay "$data" 3 copy | also_stderr | sed -n 's/^best: \([0-9.]*\) M.*/\1/p')
 
 rw=() rc=() pw=() pc=()
 for ((i = 0; i < ROUNDS; i++)); do
@@ -286,7 +317,7 @@ $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $cpus CPUs ($cpu_model), load ave
 
 | measurement | result | target |
 |---|---|---|
-| replay of $N records (decode, ordering, attribution), one core | **$replay M records/s** ($replay_cpu per CPU-second)${base_replay:+ (before: $base_replay M records/s)} | >= 50 M records/s |
+| replay of $N records (decode, ordering, attribution), one core | **$replay M records/s** ($replay_cpu per CPU-second)${base_replay:+ (before: $base_replay M records/s, $base_replay_cpu per CPU-second; alternating, best of $ROUNDS)} | >= 50 M records/s |
 | the same, each record copied into the sorter as a live capture does | $replay_copy M records/s | |
 | symbolized report of those samples ($ours; perf counts $theirs): \`mmap3-reader report\` | $rw s wall, $rc s CPU | |
 | the same with \`perf report --stdio --sort comm,dso,sym\` (perf $(perf version 2>/dev/null | awk '{print $3}')) | $pw s wall, $pc s CPU | |
