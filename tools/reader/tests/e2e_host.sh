@@ -1783,6 +1783,10 @@ t_jit_map_that_is_a_symlink_is_refused() {
 	"$READER_BIN" report -i "$W/jitlink.data" --buildid-dir "$W/jit.cache" | grep "perf maps refused"
 	json_check "$W/jitlink.json" "d['capture']['perf_maps'] == [] and [r['pid'] for r in d['capture']['perf_maps_refused']] == [$pid]"
 	json_check "$W/jitlink.json" "not find('e2e_jit_named') and any(r['symbol_status'] == 'no_perf_map' for r in rows)"
+	python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print("NOTE: %d samples on the JIT code, none named" %
+      sum(r["samples"] for r in d["rows"] if r["symbol_status"] == "no_perf_map"))' "$W/jitlink.json"
 }
 
 # flame_check SVG JSON [flat]: the picture against the JSON report of the
