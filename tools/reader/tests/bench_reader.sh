@@ -102,6 +102,12 @@ for v in "RECORDS=$N" "ROUNDS=$ROUNDS" "G_RECORDS=$G"; do
 	fi
 done
 N=$((10#$N)) ROUNDS=$((10#$ROUNDS)) G=$((10#$G))
+# The base build's bench, beside its mmap3-reader (steps 1 and 5).
+BASE_BENCH=
+if [ -n "${BENCH_BASE_READER:-}" ]; then
+	BASE_BENCH=$(dirname "$BENCH_BASE_READER")/mmap3_reader_bench
+	[ -x "$BASE_BENCH" ] || { echo "bench-reader: no $BASE_BENCH" >&2; exit 1; }
+fi
 mkdir -p "$B"
 data=$B/replay-$N.data
 cpus=$(nproc)
@@ -137,9 +143,8 @@ most() { # the largest of a list of numbers
 # once put two builds 10% apart on the chains that alternating runs, in the
 # same minutes, found equal.
 rates() {
-	local unit=$1 i r c base_bench= rs=() cs=() brs=() bcs=()
+	local unit=$1 i r c base_bench=$BASE_BENCH rs=() cs=() brs=() bcs=()
 	shift
-	[ -n "${BENCH_BASE_READER:-}" ] && base_bench=$(dirname "$BENCH_BASE_READER")/mmap3_reader_bench
 	one() {
 		"$1" replay "${@:2}" | also_stderr |
 			sed -n "s/^best: \([0-9.]*\) M $unit\/s.*; \([0-9.]*\) M $unit\/s of CPU time.*/\1 \2/p"
@@ -162,13 +167,9 @@ rates() {
 # Step 5; prints its table rows.  The capture is written by this build's
 # bench and read by both builds' (perf.data is the same format).
 chains() {
-	local gdata=$B/chains-$N.data base_bench= rate cpu_rate base_rate= base_cpu= folded stacks w c bw= bc= same=
+	local gdata=$B/chains-$N.data base_bench=$BASE_BENCH rate cpu_rate base_rate= base_cpu= folded stacks w c bw= bc= same=
 	if [ ! -s "$gdata" ] || [ "$BENCH" -nt "$gdata" ]; then
 		"$BENCH" synth-g "$gdata" "$N" 16 10000 >&2
-	fi
-	if [ -n "${BENCH_BASE_READER:-}" ]; then
-		base_bench=$(dirname "$BENCH_BASE_READER")/mmap3_reader_bench
-		[ -x "$base_bench" ] || { echo "bench-reader: no $base_bench" >&2; return 1; }
 	fi
 	echo "call chains: replay with stacks aggregated (report -g), one thread ..." >&2
 	read -r rate cpu_rate base_rate base_cpu < <(rates samples "$gdata" 3 g)
