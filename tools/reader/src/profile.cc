@@ -591,12 +591,26 @@ void Profile::ProcessFlatBatch(std::span<const Bytes> records) {
   const bool carries_period = (l.format.sample_type & PERF_SAMPLE_PERIOD) != 0;
   const uint64_t fixed_period = fixed != 0 && !carries_period ? fixed : 0;
   uint64_t samples = 0, periods = 0;
+  // The locations counted go to a local array, to the table a chunk at a
+  // time and before any record other than a sample: see
+  // LocationCounts::AddMany().
+  LocationCounts::Sample counted[kFlatChunk];
+  size_t n = 0;
   auto settle = [&] {
     samples_ += samples;
     period_ += periods;
     event_samples_[0] += samples;
     event_period_[0] += periods;
     samples = periods = 0;
+    flat_.AddMany(std::span(counted, n));
+    n = 0;
+  };
+  auto count = [&](uint32_t comm, uint32_t object, uint64_t offset, uint64_t period) {
+    counted[n++] = {LocationCounts::Key(comm, object), offset, period};
+    if (n == kFlatChunk) {
+      flat_.AddMany(std::span(counted, n));
+      n = 0;
+    }
   };
   for (Bytes record : records) {
     perf_event_header h;
@@ -643,16 +657,16 @@ void Profile::ProcessFlatBatch(std::span<const Bytes> records) {
       // its object: a dependent load less on each sample's chain of them.
       if (const AddressSpace::Range* r = AddressSpace::FindRange(UserRanges(pid), ip)) {
         if (r->bpf) CountBpfSample(ip);
-        flat_.Add(comm, r->number, r->Offset(ip), period);
+        count(comm, r->number, r->Offset(ip), period);
       } else {
         ++unattributed_;
-        flat_.Add(comm, 0, ip, period);
+        count(comm, 0, ip, period);
       }
       continue;
     }
     const Frame leaf = Resolve(pid, ip, space);
     NoteLeaf(leaf.object, ip);
-    flat_.Add(comm, Number(leaf.object), leaf.offset, period);
+    count(comm, Number(leaf.object), leaf.offset, period);
   }
   settle();
 }

@@ -201,6 +201,8 @@ class Profile {
   [[gnu::noinline]] uint32_t TaskOfMiss(uint32_t event, uint32_t pid, uint32_t tid);
   // ProcessBatch() where flat_only_ and the capture has one event.
   void ProcessFlatBatch(std::span<const Bytes> records);
+  // The samples ProcessFlatBatch() keeps before counting them (AddMany()).
+  static constexpr size_t kFlatChunk = 64;
   // What the full decoder fills for ProcessFlatBatch(): a member, so that
   // the loop's own fields are not a SampleRecord whose address escapes.
   SampleRecord flat_scratch_;

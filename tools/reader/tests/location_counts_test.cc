@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "fixtures.h"
 
@@ -179,6 +180,46 @@ TEST(LocationCounts, TwoTablesOfTheSameAddsHoldTheSameCounts) {
   std::map<Key, uint64_t> pa, pb;
   EXPECT_EQ(Collect(a, &pa), Collect(b, &pb));
   EXPECT_EQ(pa, pb);
+}
+
+// AddMany() is Add() of each sample in order: the same counts and periods,
+// and the same ids, so locations placed in the same order (AddNow() returns
+// the id), whether samples added one at a time are still pending or not,
+// in chunks of every size about its inner batch (64), through growth.
+TEST(LocationCounts, AddManyIsAddOfEachInOrder) {
+  std::mt19937_64 rng(11);
+  LocationCounts one, many;
+  std::vector<LocationCounts::Sample> chunk;
+  std::vector<Key> keys;
+  const size_t sizes[] = {0, 1, 2, 63, 64, 65, 127, 128, 129, 300};
+  for (int round = 0; round < 400; ++round) {
+    // A few added one at a time to both (left pending in `many`)...
+    for (uint64_t i = rng() % 3; i > 0; --i) {
+      const auto comm = static_cast<uint32_t>(rng() % 5);
+      const uint64_t offset = rng() % 5000;
+      one.Add(comm, 1, offset, 3);
+      many.Add(comm, 1, offset, 3);
+      keys.push_back({comm, 1, offset});
+    }
+    // ...then a chunk: one by one to `one`, at once to `many`.
+    chunk.clear();
+    for (size_t i = sizes[rng() % std::size(sizes)]; i > 0; --i) {
+      const auto comm = static_cast<uint32_t>(rng() % 5);
+      const auto object = static_cast<uint32_t>(rng() % 3);
+      const uint64_t offset = rng() % 5000;
+      const uint64_t period = 1 + rng() % 100;
+      one.Add(comm, object, offset, period);
+      chunk.push_back({LocationCounts::Key(comm, object), offset, period});
+      keys.push_back({comm, object, offset});
+    }
+    many.AddMany(chunk);
+  }
+  ASSERT_GT(one.size(), 8192u) << "not through several growths";
+  std::map<Key, uint64_t> periods_one, periods_many;
+  EXPECT_EQ(Collect(many, &periods_many), Collect(one, &periods_one));
+  EXPECT_EQ(periods_many, periods_one);
+  for (const auto& [comm, object, offset] : keys)
+    ASSERT_EQ(many.AddNow(comm, object, offset), one.AddNow(comm, object, offset));
 }
 
 TEST(LocationCounts, EmptyHasNothing) {
