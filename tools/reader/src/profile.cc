@@ -542,7 +542,7 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
     }
     return;
   }
-  constexpr size_t kChunk = kBatchChunk, kAhead = 16;
+  constexpr size_t kChunk = kBatchChunk, kAhead = 16, kRecordAhead = 8;
   // Members, kept from batch to batch: a local array of samples would be
   // constructed (zeroed) every batch, 13 instructions a sample.
   SampleRecord* const samples = batch_samples_.data();
@@ -552,6 +552,16 @@ void Profile::ProcessBatch(std::span<const Bytes> records) {
     size_t n = 0;
     for (; i < records.size() && n < kChunk; ++i) {
       const Bytes record = records[i];
+      // Every line of the record kRecordAhead after this one: the sorter
+      // releases a round after the framing read it, when a chain's record
+      // (192 bytes at depth 16) has left the first-level cache.  Chains
+      // replay, Intel Xeon (family 6 model 207), best of 4 alternating
+      // runs: 15.98 against 15.33 M samples/s (4 ahead 15.65, 16 ahead
+      // 15.88).  The flat path gained nothing from it (48-byte records).
+      if (i + kRecordAhead < records.size()) {
+        const Bytes ahead = records[i + kRecordAhead];
+        for (size_t line = 0; line < ahead.size(); line += 64) __builtin_prefetch(ahead.data() + line);
+      }
       perf_event_header h;
       if (record.size() < sizeof(h)) break;
       std::memcpy(&h, record.data(), sizeof(h));
