@@ -174,6 +174,15 @@ class LocationCounts {
     }
   }
 
+  // One sample counted at (who, offset), whose home slot is `home`.
+  void CountAt(Slot* slots, size_t mask, size_t home, uint64_t who, uint64_t offset,
+               uint64_t period) const {
+    Slot& s = Find(slots, mask, home, who, offset);
+    if (s.count == 0) Place(s, who, offset);
+    ++s.count;
+    s.period += period;
+  }
+
   // Makes the empty slot `s` the next location's; its count is still 0.
   void Place(Slot& s, uint64_t who, uint64_t offset) const {
     s = Slot{who, offset, 0, 0};
@@ -198,10 +207,7 @@ class LocationCounts {
     const unsigned shift = shift_;  // as the table: loaded once (Home() would reload it)
     for (size_t i = 0; i < pending_size_; ++i) {
       const Pending& p = pending_[i];
-      Slot& s = Find(slots, mask, p.hash >> shift, p.who, p.offset);
-      if (s.count == 0) Place(s, p.who, p.offset);
-      ++s.count;
-      s.period += p.period;
+      CountAt(slots, mask, p.hash >> shift, p.who, p.offset, p.period);
     }
     pending_size_ = 0;
   }
@@ -269,13 +275,8 @@ inline void LocationCounts::AddFew(const Sample* samples, size_t n) {
     home[i] = Home(Hash(samples[i].who, samples[i].offset));
     __builtin_prefetch(slots + home[i], 1);
   }
-  for (size_t i = 0; i < n; ++i) {
-    const Sample& p = samples[i];
-    Slot& s = Find(slots, mask, home[i], p.who, p.offset);
-    if (s.count == 0) Place(s, p.who, p.offset);
-    ++s.count;
-    s.period += p.period;
-  }
+  for (size_t i = 0; i < n; ++i)
+    CountAt(slots, mask, home[i], samples[i].who, samples[i].offset, samples[i].period);
 }
 
 }  // namespace mmap3
