@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 #endif
@@ -89,11 +86,7 @@ std::vector<uint32_t> StackCounts::Sorted() const {
 
 namespace {
 
-inline uint64_t Word(const uint8_t* p) {
-  uint64_t w;
-  std::memcpy(&w, p, 8);
-  return w;
-}
+using memo_internal::Word;
 
 // The head's few words one after the other, then the tail's in four
 // independent lanes, so that the multiplies overlap instead of each
@@ -114,52 +107,6 @@ inline uint64_t HashWords(std::span<const uint64_t> head, std::span<const uint8_
   }
   for (; i < n; ++i) a = Step(a, Word(p + i * 8));
   return Finish(Step(Step(Step(a, b), c), d));
-}
-
-// The n bytes at a and b (n a multiple of 8) xor-ed into d: a difference
-// anywhere leaves a bit set.  16 bytes at a time where SSE2 is (x86-64
-// always has it), the last 16 overlapping the chunk before them when n is
-// not a multiple of 16, so that no word is left to a loop of its own;
-// without a branch per word and without a call into memcmp, whose dispatch
-// costs more than these short keys.
-#if defined(__SSE2__)
-using Diff = __m128i;
-inline Diff NoDiff() { return _mm_setzero_si128(); }
-inline Diff AddDiff(Diff d, const uint8_t* a, const uint8_t* b, size_t n) {
-  auto x = [&](size_t at) {
-    return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + at)),
-                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + at)));
-  };
-  if (n == 0) return d;
-  if (n < 16)  // one word
-    return _mm_or_si128(d, _mm_cvtsi64_si128(static_cast<long long>(Word(a) ^ Word(b))));
-  d = _mm_or_si128(d, x(n - 16));
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64)
-    d = _mm_or_si128(d, _mm_or_si128(_mm_or_si128(x(i), x(i + 16)), _mm_or_si128(x(i + 32), x(i + 48))));
-  for (; i + 16 <= n; i += 16) d = _mm_or_si128(d, x(i));
-  return d;
-}
-inline bool IsNoDiff(Diff d) {
-  return _mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) == 0xffff;
-}
-#else
-using Diff = uint64_t;
-inline Diff NoDiff() { return 0; }
-inline Diff AddDiff(Diff d, const uint8_t* a, const uint8_t* b, size_t n) {
-  for (size_t i = 0; i < n; i += 8) d |= Word(a + i) ^ Word(b + i);
-  return d;
-}
-inline bool IsNoDiff(Diff d) { return d == 0; }
-#endif
-
-// Whether stored words are the head then the tail.
-inline bool SameWords(const uint64_t* stored, std::span<const uint64_t> head,
-                      std::span<const uint8_t> tail) {
-  const auto* w = reinterpret_cast<const uint8_t*>(stored);
-  const size_t head_bytes = head.size() * 8;
-  Diff d = AddDiff(NoDiff(), w, reinterpret_cast<const uint8_t*>(head.data()), head_bytes);
-  return IsNoDiff(AddDiff(d, w + head_bytes, tail.data(), tail.size() / 8 * 8));
 }
 
 }  // namespace
@@ -213,12 +160,11 @@ ChainMemo::HashFn ChainMemo::DefaultHash() {
 
 ChainMemo::HashFn ChainMemo::PortableHash() { return &HashWords; }
 
-ChainMemo::Entry ChainMemo::Lookup(std::span<const uint64_t> head, std::span<const uint8_t> tail,
-                                   uint64_t h, uint64_t epoch, bool* valid) {
+ChainMemo::Entry ChainMemo::LookupSlow(std::span<const uint64_t> head,
+                                       std::span<const uint8_t> tail, uint64_t h, uint64_t epoch,
+                                       bool* valid) {
   const size_t size = head.size() + tail.size() / 8;
-  // The head's length is part of the key: the same words split otherwise
-  // are another key.
-  const uint64_t shape = uint64_t{head.size()} << 32 | size;
+  const uint64_t shape = Shape(head, tail);
   const uint32_t tag = static_cast<uint32_t>(h >> 32);
   if ((count_ + 1) * 2 > slots_.size()) Grow();
   const size_t mask = slots_.size() - 1;
@@ -246,7 +192,7 @@ ChainMemo::Entry ChainMemo::Lookup(std::span<const uint64_t> head, std::span<con
     if (slot.tag == tag) {
       const Entry e = slot.entry - 1;
       uint64_t* w = words_.data() + e;
-      if (w[kHash] == h && w[kSize] == shape && SameWords(w + kHeader, head, tail)) {
+      if (w[kHash] == h && w[kSize] == shape && memo_internal::SameWords(w + kHeader, head, tail)) {
         *valid = w[kEpoch] == epoch;
         w[kEpoch] = epoch;
         return e;

@@ -27,9 +27,14 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <utility>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "files.h"
 
@@ -133,6 +138,63 @@ class StackCounts {
   std::vector<Frame> frames_;    // every stack's frames, one after another
 };
 
+// ChainMemo's key compare, inline in its lookup.
+namespace memo_internal {
+
+inline uint64_t Word(const uint8_t* p) {
+  uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+
+// The n bytes at a and b (n a multiple of 8) xor-ed into d: a difference
+// anywhere leaves a bit set.  16 bytes at a time where SSE2 is (x86-64
+// always has it), the last 16 overlapping the chunk before them when n is
+// not a multiple of 16, so that no word is left to a loop of its own;
+// without a branch per word and without a call into memcmp, whose dispatch
+// costs more than these short keys.
+#if defined(__SSE2__)
+using Diff = __m128i;
+inline Diff NoDiff() { return _mm_setzero_si128(); }
+inline Diff AddDiff(Diff d, const uint8_t* a, const uint8_t* b, size_t n) {
+  auto x = [&](size_t at) {
+    return _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + at)),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + at)));
+  };
+  if (n == 0) return d;
+  if (n < 16)  // one word
+    return _mm_or_si128(d, _mm_cvtsi64_si128(static_cast<long long>(Word(a) ^ Word(b))));
+  d = _mm_or_si128(d, x(n - 16));
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    d = _mm_or_si128(d, _mm_or_si128(_mm_or_si128(x(i), x(i + 16)), _mm_or_si128(x(i + 32), x(i + 48))));
+  for (; i + 16 <= n; i += 16) d = _mm_or_si128(d, x(i));
+  return d;
+}
+inline bool IsNoDiff(Diff d) {
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(d, _mm_setzero_si128())) == 0xffff;
+}
+#else
+using Diff = uint64_t;
+inline Diff NoDiff() { return 0; }
+inline Diff AddDiff(Diff d, const uint8_t* a, const uint8_t* b, size_t n) {
+  for (size_t i = 0; i < n; i += 8) d |= Word(a + i) ^ Word(b + i);
+  return d;
+}
+inline bool IsNoDiff(Diff d) { return d == 0; }
+#endif
+
+// Whether stored words are the head then the tail.
+inline bool SameWords(const uint64_t* stored, std::span<const uint64_t> head,
+                      std::span<const uint8_t> tail) {
+  const auto* w = reinterpret_cast<const uint8_t*>(stored);
+  const size_t head_bytes = head.size() * 8;
+  Diff d = AddDiff(NoDiff(), w, reinterpret_cast<const uint8_t*>(head.data()), head_bytes);
+  return IsNoDiff(AddDiff(d, w + head_bytes, tail.data(), tail.size() / 8 * 8));
+}
+
+}  // namespace memo_internal
+
 // A memo from a sample's raw call chain (its words as recorded, with what
 // else its resolution depends on: the caller's to choose) to what it
 // resolved to: the ids of its stacks and where its leaf was, so that a
@@ -199,8 +261,27 @@ class ChainMemo {
     return Lookup(head, tail, HashOf(head, tail), epoch, valid);
   }
   // The same with the key's hash, HashOf(head, tail), already computed.
-  Entry Lookup(std::span<const uint64_t> head, std::span<const uint8_t> tail, uint64_t hash,
-               uint64_t epoch, bool* valid);
+  // A key in the slot its hash points at (most hits) is found here,
+  // inline; anything else (a probe further, an insertion, growth) out of
+  // line, by LookupSlow(), which finds that key the same way first.
+  [[gnu::always_inline]] Entry Lookup(std::span<const uint64_t> head,
+                                      std::span<const uint8_t> tail, uint64_t hash,
+                                      uint64_t epoch, bool* valid) {
+    if (!slots_.empty()) {
+      const Slot slot = slots_[hash & (slots_.size() - 1)];
+      if (slot.entry != 0 && slot.tag == static_cast<uint32_t>(hash >> 32)) {
+        const Entry e = slot.entry - 1;
+        uint64_t* w = words_.data() + e;
+        if (w[kHash] == hash && w[kSize] == Shape(head, tail) &&
+            memo_internal::SameWords(w + kHeader, head, tail)) {
+          *valid = w[kEpoch] == epoch;
+          w[kEpoch] = epoch;
+          return e;
+        }
+      }
+    }
+    return LookupSlow(head, tail, hash, epoch, valid);
+  }
   uint64_t HashOf(std::span<const uint64_t> head, std::span<const uint8_t> tail) const {
     return hash_(head, tail);
   }
@@ -295,6 +376,13 @@ class ChainMemo {
     uint32_t tag;    // the hash's high half
     uint32_t entry;  // Entry + 1; 0 is empty
   };
+  // The key's shape: its length in words and the head's (part of the key:
+  // the same words split otherwise are another key).
+  static uint64_t Shape(std::span<const uint64_t> head, std::span<const uint8_t> tail) {
+    return uint64_t{head.size()} << 32 | (head.size() + tail.size() / 8);
+  }
+  Entry LookupSlow(std::span<const uint64_t> head, std::span<const uint8_t> tail, uint64_t hash,
+                   uint64_t epoch, bool* valid);
   void Grow();
 
   HashFn hash_;

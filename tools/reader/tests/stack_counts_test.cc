@@ -335,6 +335,40 @@ TEST(ChainMemo, AKeyDifferingInAnyOneWordIsAnotherKey) {
   }
 }
 
+// Hashes whose high half (the slot's tag) is 0, the tag of an empty slot:
+// each new key, whose slot is empty, is inserted and not taken for the
+// entry of an empty slot; through growth each is then found with its ids.
+TEST(ChainMemo, AKeyWhoseTagIsThatOfAnEmptySlotIsNew) {
+  ChainMemo memo([](std::span<const uint64_t>, std::span<const uint8_t> tail) {
+    uint64_t w;
+    std::memcpy(&w, tail.data(), 8);
+    return w;  // below 2^32: tag 0
+  });
+  constexpr uint64_t kKeys = 5000;
+  auto lookup = [&](uint64_t key, bool* valid) {
+    const uint64_t words[2] = {key, ~key};
+    return memo.Lookup(
+        {}, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(words), sizeof(words)), 1,
+        valid);
+  };
+  std::vector<ChainMemo::Entry> entries;
+  for (uint64_t k = 1; k <= kKeys; ++k) {
+    bool valid = true;
+    const ChainMemo::Entry e = lookup(k, &valid);
+    ASSERT_NE(e, ChainMemo::kFull) << k;
+    ASSERT_FALSE(valid) << "key " << k << " found before it was inserted";
+    memo.Set(e, ChainMemo::Ids{static_cast<uint32_t>(k), 0, nullptr, 0});
+    entries.push_back(e);
+  }
+  EXPECT_EQ(memo.size(), kKeys);
+  for (uint64_t k = 1; k <= kKeys; ++k) {
+    bool valid = false;
+    EXPECT_EQ(lookup(k, &valid), entries[k - 1]) << k;
+    EXPECT_TRUE(valid) << k;
+    EXPECT_EQ(memo.Get(entries[k - 1]).stack, k);
+  }
+}
+
 // Every key in one bucket with one tag: only the words tell them apart.
 TEST(ChainMemo, KeysWithOneHashAreToldApartByTheirWords) {
   EachKeyFindsOnlyItsOwnIds(
