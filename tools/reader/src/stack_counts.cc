@@ -189,15 +189,8 @@ ChainMemo::Entry ChainMemo::LookupSlow(std::span<const uint64_t> head,
       *valid = false;
       return static_cast<Entry>(at);
     }
-    if (slot.tag == tag) {
-      const Entry e = slot.entry - 1;
-      uint64_t* w = words_.data() + e;
-      if (w[kHash] == h && w[kSize] == shape && memo_internal::SameWords(w + kHeader, head, tail)) {
-        *valid = w[kEpoch] == epoch;
-        w[kEpoch] = epoch;
-        return e;
-      }
-    }
+    if (slot.tag == tag && Take(slot.entry - 1, head, tail, h, shape, epoch, valid))
+      return slot.entry - 1;
     // Not here: the next slot, unless this was the last one a lookup
     // reads.  (How many were read is worked out here, off the path of a
     // key found at once: a counter kept in the loop cost a register that

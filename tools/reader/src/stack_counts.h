@@ -269,16 +269,9 @@ class ChainMemo {
                                       uint64_t epoch, bool* valid) {
     if (!slots_.empty()) {
       const Slot slot = slots_[hash & (slots_.size() - 1)];
-      if (slot.entry != 0 && slot.tag == static_cast<uint32_t>(hash >> 32)) {
-        const Entry e = slot.entry - 1;
-        uint64_t* w = words_.data() + e;
-        if (w[kHash] == hash && w[kSize] == Shape(head, tail) &&
-            memo_internal::SameWords(w + kHeader, head, tail)) {
-          *valid = w[kEpoch] == epoch;
-          w[kEpoch] = epoch;
-          return e;
-        }
-      }
+      if (slot.entry != 0 && slot.tag == static_cast<uint32_t>(hash >> 32) &&
+          Take(slot.entry - 1, head, tail, hash, Shape(head, tail), epoch, valid))
+        return slot.entry - 1;
     }
     return LookupSlow(head, tail, hash, epoch, valid);
   }
@@ -383,6 +376,19 @@ class ChainMemo {
   }
   Entry LookupSlow(std::span<const uint64_t> head, std::span<const uint8_t> tail, uint64_t hash,
                    uint64_t epoch, bool* valid);
+  // Whether entry `e` holds the key (of `hash` and `shape`); if it does,
+  // *valid says whether it was of `epoch`, which it now is.
+  [[gnu::always_inline]] bool Take(Entry e, std::span<const uint64_t> head,
+                                   std::span<const uint8_t> tail, uint64_t hash, uint64_t shape,
+                                   uint64_t epoch, bool* valid) {
+    uint64_t* w = words_.data() + e;
+    if (w[kHash] != hash || w[kSize] != shape ||
+        !memo_internal::SameWords(w + kHeader, head, tail))
+      return false;
+    *valid = w[kEpoch] == epoch;
+    w[kEpoch] = epoch;
+    return true;
+  }
   void Grow();
 
   HashFn hash_;
