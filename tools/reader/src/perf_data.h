@@ -77,8 +77,11 @@ class PerfDataWriter {
   const std::string& path() const { return path_; }
 
  private:
+  static constexpr uint64_t kWriteChunk = uint64_t{2} << 20;
   PerfDataWriter() = default;
-  Status Flush();
+  // Writes the buffer's first `bytes` (at most all of it) after the data
+  // written so far.
+  Status Flush(size_t bytes);
   Status Publish();
 
   UniqueFd fd_;

@@ -44,8 +44,10 @@
 #    distinct chains over the same DSOs' functions, 64 processes) replayed
 #    as report -g aggregates it: decoding, ordering, attribution of every
 #    frame, stacks counted, in one thread: samples/s per core, as step 1
-#    measures (the file read back, and as written); then `report -g --format folded` of it, wall and CPU time,
-#    best of BENCH_ROUNDS (alternating with BENCH_BASE_READER's when set).
+#    measures (the file read back, as written, and a copy of it written
+#    in 1 MiB pieces just before); then `report -g --format folded` of it,
+#    wall and CPU time, best of BENCH_ROUNDS (alternating with
+#    BENCH_BASE_READER's when set).
 #
 # 6. `report -g` against `perf report -g --stdio` on one capture of more than
 #    1 GiB with chains: time, totals, peak resident memory of each.
@@ -140,10 +142,13 @@ most() { # the largest of a list of numbers
 # evict FILE: its pages written back and dropped from the page cache, so
 # that the next replay reads it from the disk, as a report of a capture
 # recorded earlier does.  Replayed from the page cache as its writer left
-# it, seconds after it was written, the chains' file ran 10-15% slower
+# it, seconds after it was written, the chains' file once ran 10-15% slower
 # (14.82 against 16.49 M samples/s, Xeon family 6 model 167, host kernel
-# 6.18: read back, the file's page cache is in large folios) and the flat
-# file 2% slower; the tables give both.
+# 6.18: read back, the file's page cache is in 2 MiB folios, which mmap
+# maps whole; written in 1 MiB pieces, it was not).  Our writer now writes
+# up to 2 MiB boundaries, which gives the same folios as a read back; the
+# chains' step also times a copy written in 1 MiB pieces, as other writers
+# leave a file.  The tables give each.
 evict() {
 	sync "$1" && dd if="$1" iflag=nocache count=0 status=none
 }
@@ -185,11 +190,15 @@ rates() {
 # Step 5; prints its table rows.  The capture is written by this build's
 # bench and read by both builds' (perf.data is the same format).
 chains() {
-	local gdata=$B/chains-$N.data base_bench=$BASE_BENCH rate cpu_rate base_rate= base_cpu= folded stacks w c bw= bc= same= written=
+	local gdata=$B/chains-$N.data base_bench=$BASE_BENCH rate cpu_rate base_rate= base_cpu= folded stacks w c bw= bc= same= written= pieces=
 	if [ ! -s "$gdata" ] || [ "$BENCH" -nt "$gdata" ]; then
 		"$BENCH" synth-g "$gdata" "$N" 16 10000 >&2
 		echo "call chains: replay of the file just written ..." >&2
 		written=$(written_rate samples "$gdata" 3 g)
+		echo "call chains: a copy written in 1 MiB pieces, replayed just after ..." >&2
+		dd if="$gdata" of="$gdata.pieces" bs=1M conv=fsync status=none
+		pieces=$(written_rate samples "$gdata.pieces" 3 g)
+		rm -f "$gdata.pieces"
 	fi
 	evict "$gdata"
 	echo "call chains: replay with stacks aggregated (report -g), one thread ..." >&2
@@ -219,6 +228,7 @@ chains() {
 	fi
 	echo "| call stacks of $N records with \`-g\` chains, depth 16, 10,000 chains ($stacks folded stacks): decode, ordering, attribution of every frame, stacks counted, one core, the file read back from the disk | **$rate M samples/s** ($cpu_rate M per CPU-second)${base_rate:+; before: $base_rate M samples/s ($base_cpu M per CPU-second; alternating, best of $ROUNDS)} | >= 15 M samples/s |"
 	echo "| the same, the file seconds after it was written (page cache as its writer left it), one run | ${written:-not measured: the file is from an earlier run}${written:+ M samples/s per CPU-second} | |"
+	echo "| the same, a copy written in 1 MiB pieces seconds before (page cache as a writer of smaller or unaligned pieces leaves it), one run | ${pieces:-not measured: the file is from an earlier run}${pieces:+ M samples/s per CPU-second} | |"
 	echo "| \`mmap3-reader report -g --format folded\` of that file (best of $ROUNDS${base_bench:+, alternating}) | $w s wall, $c s CPU${bw:+ (before: $bw s wall, $bc s CPU; $same)} | |"
 }
 # Step 6; prints its table rows: `report -g` against `perf report -g

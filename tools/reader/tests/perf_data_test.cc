@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,58 @@ TEST(PerfDataTest, DroppedPagesReadTheSameAndLeaveTheResidentSet) {
   r->DropPagesBefore(r->data().data() + r->data().size());
   read.clear();
   r->ForEachRecord([&](Bytes b) { read.emplace_back(b.begin(), b.end()); });
+  EXPECT_EQ(read, records);
+}
+
+// The data goes to the file in writes that end on its 2 MiB boundaries (so
+// a filesystem with large folios can cache each 2 MiB as one), and records
+// that straddle a boundary, up to the largest a header can frame, read
+// back whole and in order.
+TEST(PerfDataTest, DataIsWrittenUpToTwoMiBBoundariesAndReadsBackWhole) {
+  TempDir dir;
+  const std::string path = dir.File("perf.data");
+  std::vector<std::vector<uint8_t>> records;
+  uint32_t x = 12345;
+  size_t total = 0;
+  while (total < (size_t{9} << 20)) {
+    x = x * 1103515245 + 12345;
+    // 8 .. 65528 bytes, a multiple of 8; every 7th the largest.
+    const size_t size = records.size() % 7 == 0 ? 65528 : 8 + 8 * ((x >> 8) % 8191);
+    std::vector<uint8_t> r(size);
+    perf_event_header h{};
+    h.type = 0x7f00;  // framed by size only
+    h.size = static_cast<uint16_t>(size);
+    std::memcpy(r.data(), &h, sizeof(h));
+    for (size_t i = sizeof(h); i < size; ++i) r[i] = static_cast<uint8_t>(x >> (i % 24));
+    total += size;
+    records.push_back(std::move(r));
+  }
+  std::set<uint64_t> sizes_seen;
+  {
+    auto w = PerfDataWriter::Create(path, {Attr()}, /*use_tmpfile=*/false);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    std::string hidden;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      hidden = e.path().string();
+    ASSERT_FALSE(hidden.empty()) << "the writer's hidden file";
+    size_t given = 0;
+    for (const auto& r : records) {
+      ASSERT_TRUE(w->Write(r).ok());
+      given += r.size();
+      EXPECT_EQ(w->data_size(), given);
+      sizes_seen.insert(std::filesystem::file_size(hidden));
+    }
+    ASSERT_TRUE(w->Finish({}, R"({"mode":"mmap2"})").ok());
+  }
+  sizes_seen.erase(0);
+  EXPECT_GE(sizes_seen.size(), 4u) << "at least 4 writes of data before Finish";
+  for (uint64_t size : sizes_seen)
+    EXPECT_EQ(size % (uint64_t{2} << 20), 0u) << "a write ended at " << size;
+  auto r = PerfDataReader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->data().size(), total);
+  std::vector<std::vector<uint8_t>> read;
+  EXPECT_EQ(r->ForEachRecord([&](Bytes b) { read.emplace_back(b.begin(), b.end()); }), 0u);
   EXPECT_EQ(read, records);
 }
 
