@@ -50,7 +50,8 @@
 #    BENCH_BASE_READER's when set).
 #
 # 6. `report -g` against `perf report -g --stdio` on one capture of more than
-#    1 GiB with chains: time, totals, peak resident memory of each.
+#    1 GiB with chains: time, totals, peak resident memory of each; and
+#    `report -g --format folded` of it, its stacks' counts summed.
 #
 #   bench_reader.sh loss DIR   only step 3, into DIR; prints "samples
 #                              samples/s/CPU lost-records lost-samples
@@ -238,7 +239,7 @@ chains() {
 # reader maps the file, so its peak counts the file's pages it has
 # touched.
 against_perf_g() {
-	local n=$G data ours theirs ow oc om pw pc pm size
+	local n=$G data ours theirs folded ow oc om pw pc pm fw fc fm size
 	data=$B/chains-$n.data
 	if [ ! -s "$data" ] || [ "$BENCH" -nt "$data" ]; then
 		"$BENCH" synth-g "$data" "$n" 16 10000 >&2
@@ -258,6 +259,11 @@ against_perf_g() {
 	read -r ow oc om < <(measure "$READER_BIN" report -g -i "$data" --buildid-dir "$B/no-cache")
 	echo "perf report -g --stdio of it (minutes) ..." >&2
 	read -r pw pc pm < <(measure perf report -g --stdio -i "$data")
+	echo "report -g --format folded of it, this reader ..." >&2
+	read -r fw fc fm < <(measure "$READER_BIN" report -g --format folded -i "$data" --buildid-dir "$B/no-cache")
+	# The folded stacks' counts, summed: every sample is on one stack.
+	folded=$("$READER_BIN" report -g --format folded -i "$data" --buildid-dir "$B/no-cache" |
+		awk '{s += $NF} END {print s + 0}')
 	ours=$("$READER_BIN" report -i "$data" --buildid-dir "$B/no-cache" --format json |
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["capture"]["samples"])')
 	theirs=$(perf report -i "$data" --stdio --no-children -g none --sort comm -F overhead,sample,comm 2>/dev/null |
@@ -265,6 +271,7 @@ against_perf_g() {
 	echo "| \`mmap3-reader report -g\` of a $size MiB capture ($n records, chains of depth 16; $ours samples, perf counts $theirs) | $ow s wall, $oc s CPU, peak resident $om MiB | |"
 	echo "| \`perf report -g --stdio\` of that file | $pw s wall, $pc s CPU, peak resident $pm MiB | |"
 	echo "| \`report -g\` speed-up over perf | **$(awk -v a="$pw" -v b="$ow" 'BEGIN {printf "%.0f", a / b}')x** wall, $(awk -v a="$pc" -v b="$oc" 'BEGIN {printf "%.0f", a / b}')x CPU | >= 20x |"
+	echo "| \`mmap3-reader report -g --format folded\` of that file ($folded samples on its stacks) | $fw s wall, $fc s CPU, peak resident $fm MiB: **$(awk -v a="$pw" -v b="$fw" 'BEGIN {printf "%.0f", a / b}')x** perf's wall time | >= 20x |"
 }
 
 if [ "${BENCH_ONLY:-}" = chains ]; then
