@@ -1,6 +1,9 @@
 # Debian packages the build needs.  `make deps` installs the missing ones
 # (apt-get, as root) and leaves a stamp so the next call costs nothing; the
-# stamp is redone whenever this file changes.
+# stamp is redone whenever this file changes.  Two make commands at once on
+# a new machine take turns (a lock in /var/lock; the second then installs
+# only what is still missing), and apt-get waits for another apt or dpkg
+# holding its locks instead of failing at once.
 #
 #   DEPS_KERNEL  kernel build, initramfs and QEMU bench (mk/kernel.mk, mk/vm.mk);
 #                trinity, the syscall fuzzer make vm-trinity runs in the guest
@@ -27,11 +30,14 @@ DEPS_STAMP := $(BUILD)/deps.stamp
 deps: $(DEPS_STAMP)
 
 $(DEPS_STAMP): $(TOP)/mk/deps.mk
-	@rm -f $@; missing=; \
-	for p in $(DEPS); do \
-		dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q '^install ok installed$$' || \
-			missing="$$missing $$p"; \
-	done; \
+	@rm -f $@; mkdir -p $(@D); \
+	missing_now() { \
+		for p in $(DEPS); do \
+			dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q '^install ok installed$$' || \
+				printf ' %s' "$$p"; \
+		done; \
+	}; \
+	missing=$$(missing_now); \
 	if [ -n "$$missing" ]; then \
 		echo "deps: missing Debian packages:$$missing"; \
 		if [ "$$(id -u)" != 0 ]; then \
@@ -42,13 +48,29 @@ $(DEPS_STAMP): $(TOP)/mk/deps.mk
 			echo "deps: error: no apt-get here; install by hand:$$missing" >&2; \
 			exit 1; \
 		fi; \
-		echo "deps: apt-get update && apt-get install$$missing"; \
-		export DEBIAN_FRONTEND=noninteractive; \
-		if ! apt-get update -q; then \
-			echo "deps: error: apt-get update failed (network? sources.list?)" >&2; \
+		exec 9>/var/lock/mmap3-deps.lock; \
+		if ! flock -w 1800 9; then \
+			echo "deps: error: another make deps has held /var/lock/mmap3-deps.lock for 30 min" >&2; \
 			exit 1; \
 		fi; \
-		if ! apt-get install -y -q --no-install-recommends $$missing; then \
+		missing=$$(missing_now); \
+	fi; \
+	if [ -n "$$missing" ]; then \
+		echo "deps: apt-get update && apt-get install$$missing"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		tries=0; \
+		until apt-get update -q >$(@D)/deps-update.log 2>&1; do \
+			tries=$$((tries + 1)); \
+			if ! grep -q 'Could not get lock' $(@D)/deps-update.log || [ $$tries -ge 90 ]; then \
+				cat $(@D)/deps-update.log >&2; \
+				echo "deps: error: apt-get update failed (network? sources.list? another apt holding its lock?)" >&2; \
+				exit 1; \
+			fi; \
+			echo "deps: another apt holds its lists lock; waiting for it"; \
+			sleep 10; \
+		done; \
+		cat $(@D)/deps-update.log; \
+		if ! apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $$missing; then \
 			echo "deps: error: apt-get install failed for:$$missing" >&2; \
 			echo "deps:        'apt-cache policy <package>' shows whether a package is available" >&2; \
 			exit 1; \
