@@ -1061,8 +1061,44 @@ t_vdso_is_symbolized() {
 	"$READER_BIN" record -q -F 2000 -o "$W/vdso.data" --buildid-dir "$W/vdso.cache" -- "$W/vdso" 3000000
 	"$READER_BIN" report -i "$W/vdso.data" --buildid-dir "$W/vdso.cache" --format json >"$W/vdso.json"
 	json_check "$W/vdso.json" "any(r['path'] == '[vdso]' and r['build_id'] and 'clock_gettime' in r['symbol'] for r in rows)"
-	json_check "$W/vdso.json" "not any(r['path'] == '[vdso]' and unresolved(r) and r['samples'] * 10 > d['capture']['samples'] for r in rows)"
 	ls "$W"/vdso.cache/\[vdso\]/*/vdso >/dev/null || fail "no [vdso]/<id>/vdso in the cache"
+	# Each sample in the vDSO is on the symbol of the cached image that
+	# covers its address, or on none where the image has none: its
+	# internal functions have no symbol in the image (with kvm-clock as
+	# the clocksource, most of the time is in one), and perf says
+	# [unknown] there too.  The image's page offsets are the addresses'.
+	"$READER_BIN" script -i "$W/vdso.data" --buildid-dir "$W/vdso.cache" >"$W/vdso.script"
+	local img
+	img=$(ls "$W"/vdso.cache/\[vdso\]/*/vdso | head -n 1)
+	nm -D -S --defined-only "$img" >"$W/vdso.nm" || fail "nm cannot read the cached [vdso] image"
+	python3 - "$W/vdso.script" "$W/vdso.nm" <<'PY' || fail "a [vdso] sample is not on the image's symbol at its address"
+import re, sys
+syms = []
+for line in open(sys.argv[2]):
+    f = line.split()
+    if len(f) == 4 and f[2] in "TtWw":
+        syms.append((int(f[0], 16), int(f[1], 16), f[3].split("@")[0]))
+def covering(off):
+    return {name for start, size, name in syms if start <= off < start + size}
+named = unnamed = bad = 0
+for line in open(sys.argv[1]):
+    m = re.search(r" ([0-9a-f]+) (\[no symbol [0-9a-f]+\]|[^ \[]\S*)\+0x([0-9a-f]+) \(\[vdso\]\)", line)
+    if not m:
+        continue
+    ip, sym, off = int(m.group(1), 16), m.group(2), int(m.group(3), 16)
+    if sym.startswith("[no symbol "):
+        unnamed += 1
+        ok = off % 4096 == ip % 4096 and not covering(off)
+    else:
+        named += 1
+        ok = any(name == sym and 0 <= off < max(size, 1) and (start + off) % 4096 == ip % 4096
+                 for start, size, name in syms)
+    if not ok:
+        bad += 1
+        print("    wrong: " + line.strip())
+print("NOTE: [vdso] samples: %d on the image's symbols, %d where it has none" % (named, unnamed))
+sys.exit(1 if bad or named == 0 else 0)
+PY
 	python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('NOTE: [vdso] build-id source: ' + ', '.join(sorted({m['source'] for m in d['capture']['mappings'] if m['path'] == '[vdso]'})))" "$W/vdso.json"
 }
 
@@ -1965,7 +2001,12 @@ t_record_two_events_reports_each() {
 	grep -E '^# (events|Samples|Event count)|e2e_(spin|fault)_hot' "$W/ev2.txt" | head -n 12
 	events_check "$W/ev2.json" "names == ['task-clock', 'page-faults'] and 'rows' not in d"
 	events_check "$W/ev2.json" "sym('task-clock', 'e2e_spin_hot', 'events') > 0"
-	events_check "$W/ev2.json" "sym('task-clock', 'e2e_spin_hot', 'events') >= sym('task-clock', 'e2e_fault_hot', 'events')"
+	# How the CPU time splits between the two depends on what a page
+	# fault costs on the machine (in a guest under load, more than the
+	# spinning): what holds is that each section is its own event's, the
+	# spinning function's share of the CPU time far above its share of
+	# the faults.
+	events_check "$W/ev2.json" "sym('task-clock', 'e2e_spin_hot', 'events') * 10 >= sym('task-clock', 'e2e_spin_hot', 'events') + sym('task-clock', 'e2e_fault_hot', 'events')"
 	events_check "$W/ev2.json" "sym('page-faults', 'e2e_fault_hot', 'events') > 0"
 	# The spinning function faults at most on its first instructions (its
 	# text page); the faults are on the function that touches pages.
