@@ -1,9 +1,10 @@
 # Debian packages the build needs.  `make deps` installs the missing ones
 # (apt-get, as root) and leaves a stamp so the next call costs nothing; the
 # stamp is redone whenever this file changes.  Two make commands at once on
-# a new machine take turns (a lock in /var/lock; the second then installs
-# only what is still missing), and apt-get waits for another apt or dpkg
-# holding its locks instead of failing at once.
+# a new machine take turns (flock on /var/lib/mmap3-deps, a directory only
+# root can create or open, so no other user can plant or hold the lock; the
+# second then installs only what is still missing), and apt-get waits for
+# another apt or dpkg holding its locks instead of failing at once.
 #
 #   DEPS_KERNEL  kernel build, initramfs and QEMU bench (mk/kernel.mk, mk/vm.mk);
 #                trinity, the syscall fuzzer make vm-trinity runs in the guest
@@ -48,9 +49,9 @@ $(DEPS_STAMP): $(TOP)/mk/deps.mk
 			echo "deps: error: no apt-get here; install by hand:$$missing" >&2; \
 			exit 1; \
 		fi; \
-		exec 9>/var/lock/mmap3-deps.lock; \
+		mkdir -p -m 700 /var/lib/mmap3-deps && exec 9</var/lib/mmap3-deps || exit 1; \
 		if ! flock -w 1800 9; then \
-			echo "deps: error: another make deps has held /var/lock/mmap3-deps.lock for 30 min" >&2; \
+			echo "deps: error: another make deps has held /var/lib/mmap3-deps locked for 30 min" >&2; \
 			exit 1; \
 		fi; \
 		missing=$$(missing_now); \
