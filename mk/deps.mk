@@ -60,7 +60,7 @@ $(DEPS_STAMP): $(TOP)/mk/deps.mk
 		echo "deps: apt-get update && apt-get install$$missing"; \
 		export DEBIAN_FRONTEND=noninteractive; \
 		tries=0; \
-		until apt-get update -q >$(@D)/deps-update.log 2>&1; do \
+		until LC_ALL=C apt-get update -q >$(@D)/deps-update.log 2>&1 9<&-; do \
 			tries=$$((tries + 1)); \
 			if ! grep -q 'Could not get lock' $(@D)/deps-update.log || [ $$tries -ge 90 ]; then \
 				cat $(@D)/deps-update.log >&2; \
@@ -71,7 +71,7 @@ $(DEPS_STAMP): $(TOP)/mk/deps.mk
 			sleep 10; \
 		done; \
 		cat $(@D)/deps-update.log; \
-		if ! apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $$missing; then \
+		if ! apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends $$missing 9<&-; then \
 			echo "deps: error: apt-get install failed for:$$missing" >&2; \
 			echo "deps:        'apt-cache policy <package>' shows whether a package is available" >&2; \
 			exit 1; \
