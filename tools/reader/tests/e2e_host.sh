@@ -1086,22 +1086,24 @@ def covering(off):
 # Each sample: its address, what it is on, the object.  The vDSO's base
 # is where the named samples put it: one, page-aligned; every sample whose
 # address is in the image must be filed under [vdso], at its own offset.
+# A named sample's (symbol, offset in it) is `sym`; None for any other.
 samples = []
 for line in open(sys.argv[1]):
     m = re.search(r"[a-z-]+: +([0-9a-f]+) (.*) \(([^()]*)\)( [0-9a-f]+)?\s*$", line)
     if m:
-        samples.append((int(m.group(1), 16), m.group(2), m.group(3), line.strip()))
+        n = re.fullmatch(r"([^ \[]\S*)\+0x([0-9a-f]+)", m.group(2))
+        sym = (n.group(1), int(n.group(2), 16)) if n else None
+        samples.append((int(m.group(1), 16), m.group(2), sym, m.group(3), line.strip()))
 bases = set()
-for ip, on, obj, line in samples:
-    m = re.fullmatch(r"([^ \[]\S*)\+0x([0-9a-f]+)", on)
-    if obj == "[vdso]" and m:
-        bases |= {ip - start - int(m.group(2), 16) for start, size, name in syms if name == m.group(1)}
+for ip, on, sym, obj, line in samples:
+    if obj == "[vdso]" and sym:
+        bases |= {ip - start - sym[1] for start, size, name in syms if name == sym[0]}
 if len(bases) != 1 or min(bases) % 4096:
     print("    the named [vdso] samples give no one page-aligned base: %s" % sorted(hex(b) for b in bases))
     sys.exit(1)
 base = bases.pop()
 named = unnamed = bad = 0
-for ip, on, obj, line in samples:
+for ip, on, sym, obj, line in samples:
     off = ip - base
     if obj != "[vdso]":
         ok = not 0 <= off < end
@@ -1110,9 +1112,8 @@ for ip, on, obj, line in samples:
         ok = on.endswith("]+0x%x" % off) and not covering(off)
     else:
         named += 1
-        m = re.fullmatch(r"([^ \[]\S*)\+0x([0-9a-f]+)", on)
-        ok = bool(m) and m.group(1) in covering(off) and any(
-            name == m.group(1) and start + int(m.group(2), 16) == off for start, size, name in syms)
+        ok = bool(sym) and any(name == sym[0] and start + sym[1] == off and sym[1] < max(size, 1)
+                               for start, size, name in syms)
     if not ok:
         bad += 1
         print("    wrong: " + line)
