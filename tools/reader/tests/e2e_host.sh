@@ -1058,7 +1058,8 @@ t_bpf_in_perf_files() {
 t_vdso_is_symbolized() {
 	# The vDSO has no file: its build-id comes from the kernel (MMAP3) or
 	# from the process's memory, and the image is cached where perf keeps it.
-	"$READER_BIN" record -q -F 2000 -o "$W/vdso.data" --buildid-dir "$W/vdso.cache" -- "$W/vdso" 3000000
+	# 3,000,000 calls and at least 500 ms of CPU time: about 1,000 samples.
+	"$READER_BIN" record -q -F 2000 -o "$W/vdso.data" --buildid-dir "$W/vdso.cache" -- "$W/vdso" 3000000 500
 	"$READER_BIN" report -i "$W/vdso.data" --buildid-dir "$W/vdso.cache" --format json >"$W/vdso.json"
 	json_check "$W/vdso.json" "any(r['path'] == '[vdso]' and r['build_id'] and 'clock_gettime' in r['symbol'] for r in rows)"
 	ls "$W"/vdso.cache/\[vdso\]/*/vdso >/dev/null || fail "no [vdso]/<id>/vdso in the cache"
