@@ -5,6 +5,8 @@
 # root can create or open, so no other user can plant or hold the lock; the
 # second then installs only what is still missing), and apt-get waits for
 # another apt or dpkg holding its locks instead of failing at once.
+# scripts/test/deps-test (a stage of make test) checks both, with stubs of
+# apt-get and dpkg-query.
 #
 #   DEPS_KERNEL  kernel build, initramfs and QEMU bench (mk/kernel.mk, mk/vm.mk);
 #                trinity, the syscall fuzzer make vm-trinity runs in the guest
