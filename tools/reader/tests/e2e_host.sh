@@ -2239,9 +2239,14 @@ t_record_controls_errors() {
 EOT
 }
 
-if ! build >"$W/build.log" 2>&1; then
+# Every step must work, not only the last one: set -e, in a subshell that
+# is not an if's condition (where bash ignores set -e).
+(set -e; build) >"$W/build.log" 2>&1
+if [ $? -ne 0 ]; then
+	echo "[ RUN      ] $SUITE.build"
 	cat "$W/build.log"
-	echo "[  FAILED  ] $SUITE.build"
+	echo "    FAIL: the test programs did not build: $(grep -m1 -E 'error|Error' "$W/build.log")"
+	echo "[  FAILED  ] $SUITE.build (0 s)"
 	echo "[  FAILED  ] 1 test."
 	exit 1
 fi
